@@ -1,0 +1,139 @@
+"""The reference backend: renderer (linear program -> JSON), compiler (JSON -> bytes), allocator (numpy host
+memory) and program (a numpy interpreter of the linear program, vectorised over the parallel index gidx0).
+
+Every op is executed with `tinygrad_core.ops.exec_alu`, the reference semantics, which makes this backend the
+oracle the conformance suite compares other backends against."""
+from __future__ import annotations
+import json
+import time
+import numpy as np
+from tinygrad_core.device import Allocator, Compiled, Compiler, CompileError, Program
+from tinygrad_core.dtype import BY_NAME, dtypes, bf16_to_f32, f32_to_bf16
+from tinygrad_core.ops import Ops, GroupOp, exec_alu, cast_array
+from tinygrad_core.renderer import Renderer
+
+
+class PythonRenderer(Renderer):
+    device = "PYTHON"
+    code_for_op = {op: op.name for op in GroupOp.ALU | {Ops.CAST, Ops.BITCAST}}
+
+    def render(self, name, uops) -> str:
+        position = {u: i for i, u in enumerate(uops)}
+        rows = [[u.op.name, u.dtype.name, [position[s] for s in u.src], u.arg] for u in uops]
+        return json.dumps({"name": name, "uops": rows})
+
+
+class PythonCompiler(Compiler):
+    cachekey = None     # "compiling" is checking the JSON parses: cheaper than a disk lookup
+
+    def compile(self, src: str) -> bytes:
+        try:
+            program = json.loads(src)
+            for op, dtype, _, _ in program["uops"]:
+                Ops[op], BY_NAME[dtype]
+        except (ValueError, KeyError, TypeError) as e:
+            raise CompileError(f"not a valid PYTHON program: {type(e).__name__}: {e}", src) from e
+        return src.encode()
+
+
+class PythonAllocator(Allocator):
+    def _alloc(self, size, options):
+        return np.zeros(size, dtype=np.uint8)
+
+    def _copyin(self, dest, src):
+        dest[:] = np.frombuffer(src, dtype=np.uint8)
+
+    def _copyout(self, dest, src):
+        np.frombuffer(dest, dtype=np.uint8)[:] = src
+
+    def offset(self, opaque, size, offset):
+        return opaque[offset:offset + size]
+
+
+def _host(dtype):
+    """bfloat16 is stored as bits but computed on as float32."""
+    return np.float32 if dtype == dtypes.bfloat16 else dtype.np
+
+
+class PythonProgram(Program):
+    def __init__(self, name, lib):
+        super().__init__(name, lib)
+        rows = json.loads(lib)["uops"]
+        self.uops = [(Ops[op], BY_NAME[dtype], tuple(src), arg) for op, dtype, src, arg in rows]
+        self.loop_end = {}
+        for i, (op, _, src, _) in enumerate(self.uops):
+            if op is Ops.ENDRANGE:
+                self.loop_end[src[0]] = i
+
+    def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
+        start = time.perf_counter()
+        with np.errstate(all="ignore"):
+            self.run(bufs, vals)
+        return time.perf_counter() - start if wait else None
+
+    def run(self, bufs, vals):
+        uops, values = self.uops, [None] * len(self.uops)
+        var_values = iter(vals)
+        pc = 0
+        while pc < len(uops):
+            op, dtype, src, arg = uops[pc]
+            args = [values[s] for s in src]
+            if op is Ops.DEFINE_GLOBAL:
+                values[pc] = bufs[arg].view(dtype.np)
+            elif op is Ops.DEFINE_VAR:
+                values[pc] = np.int32(next(var_values))
+            elif op is Ops.SPECIAL:
+                values[pc] = np.arange(arg[1], dtype=np.int32)   # every parallel index at once
+            elif op is Ops.CONST:
+                values[pc] = np.array(arg, dtype=_host(dtype))
+            elif op is Ops.RANGE:
+                values[pc] = np.int32(0)
+                if args[0] <= 0:
+                    pc = self.loop_end[pc] + 1
+                    continue
+            elif op is Ops.ENDRANGE:
+                values[src[0]] += 1
+                if values[src[0]] < values[uops[src[0]][2][0]]:
+                    pc = src[0] + 1
+                    continue
+            elif op is Ops.DEFINE_ACC:
+                values[pc] = args[0]
+            elif op is Ops.ASSIGN:
+                values[src[0]] = args[1]
+            elif op is Ops.LOAD:
+                values[pc] = self.load(dtype, *args)
+            elif op is Ops.STORE:
+                self.store(dtype, *args)
+            elif op is Ops.BITCAST:
+                source = args[0] if uops[src[0]][1] != dtypes.bfloat16 else f32_to_bf16(args[0])
+                out = np.ascontiguousarray(source).view(dtype.np)
+                values[pc] = bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
+            elif op is Ops.CAST:
+                values[pc] = cast_array(args[0], dtype)
+            else:
+                out = exec_alu(op, dtype, *args)
+                values[pc] = cast_array(out, dtype) if dtype == dtypes.bfloat16 else out
+            pc += 1
+
+    @staticmethod
+    def load(dtype, buf, idx, valid=None):
+        if valid is not None:
+            out = np.where(valid, buf[np.where(valid, idx, 0)] if buf.size else 0, 0)
+        else:
+            out = buf[idx]
+        return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out.astype(dtype.np, copy=False)
+
+    @staticmethod
+    def store(dtype, buf, idx, value, valid=None):
+        if buf.dtype == np.uint16 and np.asarray(value).dtype == np.float32:   # a bfloat16 buffer
+            value = f32_to_bf16(np.asarray(value))
+        idx, value = np.broadcast_arrays(idx, value)
+        if valid is not None:
+            valid = np.broadcast_to(valid, idx.shape)
+            idx, value = idx[valid], value[valid]
+        buf[idx] = value
+
+
+class PythonBackend(Compiled):
+    def __init__(self, device: str):
+        super().__init__(device, PythonAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)

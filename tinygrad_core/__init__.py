@@ -1,0 +1,12 @@
+"""tinygrad-core: a small, readable deep-learning framework whose backends are plugins.
+
+from tinygrad_core import Tensor, Device, dtypes, TinyJit, nn"""
+from tinygrad_core.tensor import Tensor, Function
+from tinygrad_core.dtype import dtypes, DType
+from tinygrad_core.device import Device
+from tinygrad_core.helpers import Context, getenv, GlobalCounters, DEBUG
+from tinygrad_core.debug import gradcheck
+
+__version__ = "0.1.0"
+__all__ = ["Tensor", "Function", "dtypes", "DType", "Device", "Context", "getenv", "GlobalCounters", "DEBUG",
+           "gradcheck"]

@@ -1,0 +1,101 @@
+"""Kernel graph -> linear program: the ordered list of kernel ops a renderer turns into source.
+
+REDUCE nodes become DEFINE_ACC + RANGE ... ASSIGN ... ENDRANGE; reduces over the same ranges share one loop (that
+is what makes upcasting a register tile). Each op is placed in the outermost loop its inputs allow, so work that
+does not depend on a loop counter is done once, outside that loop."""
+from __future__ import annotations
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.ops import Ops, UOp, identity_element
+
+
+class _Scope:
+    def __init__(self, head: UOp | None):
+        self.head = head                 # the RANGE that opens this scope (None at top level)
+        self.items: list = []            # UOps, and nested _Scopes for loops
+        self.open_child: _Scope | None = None
+
+    def add(self, u: UOp):
+        # while a child loop is open it is the last item; things for this scope go before it
+        if self.open_child is not None:
+            self.items.insert(len(self.items) - 1, u)
+        else:
+            self.items.append(u)
+
+    def flatten(self, out: list):
+        for item in self.items:
+            if isinstance(item, _Scope):
+                out.append(item.head)
+                item.flatten(out)
+                out.append(UOp(Ops.ENDRANGE, dtypes.void, (item.head,)))
+            else:
+                out.append(item)
+
+
+class Linearizer:
+    def __init__(self, sink: UOp):
+        self.done: dict[UOp, UOp] = {}       # graph node -> the node in the program that holds its value
+        self.depth_of: dict[UOp, int] = {}
+        self.scopes = [_Scope(None)]
+        self.acc_count = 0
+        # reduces that loop over the same ranges are computed together
+        self.groups: dict[tuple, list[UOp]] = {}
+        for u in sink.toposort():
+            if u.op is Ops.REDUCE:
+                self.groups.setdefault(u.src[1:], []).append(u)
+        for u in sink.src:          # buffer arguments, then the stores
+            self.emit(u)
+
+    def program(self) -> list[UOp]:
+        out: list[UOp] = []
+        self.scopes[0].flatten(out)
+        return out
+
+    def place(self, u: UOp, depth: int) -> UOp:
+        self.scopes[depth].add(u)
+        self.depth_of[u] = depth
+        return u
+
+    def emit(self, u: UOp) -> UOp:
+        if (found := self.done.get(u)) is not None:
+            return found
+        if u.op is Ops.REDUCE:
+            self.emit_reduce_group(self.groups[u.src[1:]])
+            return self.done[u]
+        src = tuple(self.emit(s) for s in u.src)
+        made = u.replace(src=src) if src != u.src else u
+        depth = max((self.depth_of[s] for s in src), default=0)
+        if u.op is Ops.STORE:
+            depth = len(self.scopes) - 1
+        self.done[u] = self.place(made, depth) if made not in self.depth_of else made
+        return self.done[u]
+
+    def emit_reduce_group(self, group: list[UOp]):
+        ranges = group[0].src[1:]
+        outer = len(self.scopes) - 1
+        accs = []
+        for u in group:
+            init = self.emit(UOp(Ops.CONST, u.dtype, (), identity_element(u.arg, u.dtype)))
+            accs.append(self.place(UOp(Ops.DEFINE_ACC, u.dtype, (init,), self.acc_count), outer))
+            self.acc_count += 1
+        for r in ranges:
+            end = self.emit(r.src[0])
+            loop = _Scope(r.replace(src=(end,)))
+            self.scopes[-1].items.append(loop)
+            self.scopes[-1].open_child = loop
+            self.scopes.append(loop)
+            self.depth_of[loop.head] = len(self.scopes) - 1
+            self.done[r] = loop.head
+        inner = len(self.scopes) - 1
+        for u, acc in zip(group, accs):
+            value = self.emit(u.src[0])
+            # the update reads the accumulator, so it stays in the innermost loop whatever its inputs are
+            self.place(UOp(Ops.ASSIGN, u.dtype, (acc, self.place(UOp(u.arg, u.dtype, (acc, value)), inner))), inner)
+        for _ in ranges:
+            self.scopes.pop()
+            self.scopes[-1].open_child = None
+        for u, acc in zip(group, accs):
+            self.done[u] = acc
+
+
+def linearize(sink: UOp) -> list[UOp]:
+    return Linearizer(sink).program()

@@ -1,0 +1,184 @@
+"""Kernel AST -> kernel graph: give every output element an index, and push indices down through the ops.
+
+Movement ops turn into index arithmetic (codegen/symbolic.py), loads become LOAD(buffer, index, valid), reduces
+become REDUCE nodes over fresh RANGEs. Upcasting computes several neighbouring outputs per thread, sharing the
+loads they have in common; linearize.py then orders the graph into loops."""
+from __future__ import annotations
+from dataclasses import dataclass, field
+import itertools
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.helpers import prod
+from tinygrad_core.ops import Ops, UOp, GroupOp
+from tinygrad_core.codegen import symbolic as sym
+
+Indices = tuple[UOp, ...]
+
+
+@dataclass(frozen=True)
+class KernelOpts:
+    """How to map a kernel onto the hardware: which output axes to upcast (compute several per thread), how many
+    threads per group (GPUs), and by how much to unroll each reduce loop."""
+    upcast: tuple[tuple[int, int], ...] = ()     # (axis, amount) pairs; amount divides the axis
+    local_size: int = 1                           # threads per group, on renderers with has_local
+    unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
+
+
+@dataclass
+class LoweredKernel:
+    sink: UOp                      # SINK of STOREs (with REDUCE nodes still in it)
+    global_size: tuple[int, int, int]
+    local_size: tuple[int, int, int]
+    flops: int = 0
+    buffers: dict = field(default_factory=dict)
+
+
+def contiguous_strides(shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+class Lowerer:
+    def __init__(self, unroll: int = 1):
+        self.memo: dict = {}
+        self.range_count = 0
+        self.unroll = unroll
+
+    def lower(self, node: UOp, idxs: tuple[Indices, ...], valids: tuple) -> tuple[UOp, ...]:
+        key = (node, idxs, valids)
+        if key not in self.memo:
+            self.memo[key] = self._lower(node, idxs, valids)
+        return self.memo[key]
+
+    def _lower(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        op, src = node.op, node.src
+        if op is Ops.LOAD:
+            return tuple(UOp(Ops.CONST, node.dtype, (), 0) if sym.is_const(v) and v.arg is False else
+                         UOp(Ops.LOAD, node.dtype, (src[0], idx[0]) + (() if v is None else (v,)))
+                         for idx, v in zip(idxs, valids))
+        if op is Ops.CONST:
+            return (UOp(Ops.CONST, node.dtype, (), node.arg),) * len(idxs)
+        if op is Ops.DEFINE_VAR:
+            return (node,) * len(idxs)
+        if op in GroupOp.ELEMENTWISE:
+            lowered = [self.lower(s, idxs, valids) for s in src]
+            return tuple(UOp(op, node.dtype, tuple(parts), node.arg) for parts in zip(*lowered))
+        if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.CUSTOM):
+            return self.lower(src[0], idxs, valids)
+        if op is Ops.REDUCE_AXIS:
+            return self._lower_reduce(node, idxs, valids)
+        if op is Ops.PAD:
+            conds, src_idxs = [], []
+            for idx in idxs:
+                cond, moved = None, []
+                for i, (before, after), size in zip(idx, node.arg, src[0].shape):
+                    if before or after:
+                        cond = sym.and_(cond, sym.and_(sym.ge(i, before), sym.lt(i, before + size)))
+                    moved.append(sym.sub(i, before))
+                conds.append(cond)
+                src_idxs.append(tuple(moved))
+            inner = self.lower(src[0], tuple(src_idxs), tuple(sym.and_(v, c) for v, c in zip(valids, conds)))
+            zero = UOp(Ops.CONST, node.dtype, (), 0)
+            return tuple(x if c is None or (sym.is_const(c) and c.arg is True) else zero if sym.is_const(c) else
+                         UOp(Ops.WHERE, node.dtype, (c, x, zero)) for x, c in zip(inner, conds))
+        if op in GroupOp.MOVEMENT:
+            return self.lower(src[0], tuple(move_index(node, idx) for idx in idxs), valids)
+        raise NotImplementedError(f"can't lower {op} inside a kernel (the scheduler should have cut it out)")
+
+    def _lower_reduce(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        reduce_op, axes = node.arg
+        in_shape = node.src[0].shape
+        ranges, unrolled = {}, {}
+        for axis in axes:
+            size = in_shape[axis]
+            amount = self.unroll if axis == axes[-1] and size % self.unroll == 0 and size > self.unroll else 1
+            ranges[axis] = UOp(Ops.RANGE, sym.INDEX, (sym.const(size // amount),), self.range_count)
+            unrolled[axis] = amount
+            self.range_count += 1
+        # each unrolled copy of the loop body is a separate input index, all combined into one accumulator
+        copies = list(itertools.product(*[range(unrolled[a]) for a in axes]))
+        src_idxs, src_valids = [], []
+        for idx, valid in zip(idxs, valids):
+            for copy in copies:
+                moved = list(idx)
+                for axis, k in zip(axes, copy):
+                    moved[axis] = sym.add(sym.mul(ranges[axis], unrolled[axis]), k)
+                src_idxs.append(tuple(moved))
+                src_valids.append(valid)
+        inner = self.lower(node.src[0], tuple(src_idxs), tuple(src_valids))
+        outs = []
+        for i in range(len(idxs)):
+            body = inner[i * len(copies)]
+            for extra in inner[i * len(copies) + 1:(i + 1) * len(copies)]:
+                body = UOp(reduce_op, node.dtype, (body, extra))
+            outs.append(UOp(Ops.REDUCE, node.dtype, (body,) + tuple(ranges[a] for a in axes), reduce_op))
+        return tuple(outs)
+
+
+def move_index(node: UOp, idx: Indices) -> Indices:
+    """Where output index idx of a movement op reads its source (PAD is handled by the caller)."""
+    op, arg, src_shape = node.op, node.arg, node.src[0].shape
+    if op is Ops.PERMUTE:
+        out = [None] * len(idx)
+        for i, axis in enumerate(arg):
+            out[axis] = idx[i]
+        return tuple(out)
+    if op is Ops.EXPAND:
+        return tuple(sym.const(0) if s == 1 and n != 1 else i for i, s, n in zip(idx, src_shape, arg))
+    if op is Ops.SHRINK:
+        return tuple(sym.add(i, start) for i, (start, _) in zip(idx, arg))
+    if op is Ops.FLIP:
+        return tuple(sym.sub(sym.const(s - 1), i) if axis in arg else i for axis, (i, s) in enumerate(zip(idx, src_shape)))
+    if op is Ops.RESHAPE:
+        return reshape_index(idx, node.shape, src_shape)
+    raise AssertionError(op)
+
+
+def reshape_index(idx: Indices, shape, src_shape) -> Indices:
+    # dropping or adding size-1 axes needs no arithmetic
+    kept = [i for i, s in zip(idx, shape) if s != 1]
+    if [s for s in shape if s != 1] == [s for s in src_shape if s != 1]:
+        it = iter(kept)
+        return tuple(sym.const(0) if s == 1 else next(it) for s in src_shape)
+    flat = sym.const(0)
+    for i, stride in zip(idx, contiguous_strides(shape)):
+        flat = sym.add(flat, sym.mul(i, stride))
+    return tuple(sym.mod(sym.idiv(flat, stride), s) if s != 1 else sym.const(0)
+                 for stride, s in zip(contiguous_strides(src_shape), src_shape))
+
+
+def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
+    """ast = SINK(STORE(DEFINE_GLOBAL 0, value)) -> a kernel graph for `renderer`, with its launch size."""
+    store = ast.src[0]
+    out_buf, value = store.src
+    shape = value.shape
+    upcast = dict(opts.upcast)
+    grid = [s // upcast.get(axis, 1) for axis, s in enumerate(shape)]
+    total = prod(grid)
+    if renderer.has_local:
+        local = max(1, min(opts.local_size, total))
+        groups = -(-total // local)
+        gid = sym.add(sym.mul(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", groups)), local),
+                      UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", local)))
+        thread_valid = None if groups * local == total else sym.lt(gid, total)
+        global_size, local_size = (groups, 1, 1), (local, 1, 1)
+    else:
+        gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", total))
+        thread_valid, global_size, local_size = None, (total, 1, 1), (1, 1, 1)
+    coords = [sym.mod(sym.idiv(gid, stride), g) for stride, g in zip(contiguous_strides(grid), grid)]
+    combos = list(itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
+    idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
+                 for combo in combos)
+    lowerer = Lowerer(opts.unroll)
+    values = lowerer.lower(value, idxs, (thread_valid,) * len(idxs))
+    stores = []
+    for idx, v in zip(idxs, values):
+        flat = sym.const(0)
+        for i, stride in zip(idx, contiguous_strides(shape)):
+            flat = sym.add(flat, sym.mul(i, stride))
+        stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat, v) + (() if thread_valid is None else (thread_valid,))))
+    # every buffer argument stays in the program, even one whose loads were all folded away
+    buffers = tuple(sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg))
+    return LoweredKernel(UOp(Ops.SINK, dtypes.void, buffers + tuple(stores)), global_size, local_size)

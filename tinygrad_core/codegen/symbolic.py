@@ -1,0 +1,208 @@
+"""Index arithmetic with simplification: the integer expressions that address buffers inside a kernel.
+
+Movement ops become index math (reshape -> // and %, pad -> bounds checks); the rules here fold that math back to
+its simplest form using each expression's value range, so a contiguous load reads `buf[gidx0]`, not a tangle."""
+from __future__ import annotations
+import math
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.ops import Ops, UOp
+
+INDEX = dtypes.index
+_bounds: dict[UOp, tuple[int, int]] = {}
+
+
+def const(value: int | bool) -> UOp:
+    return UOp(Ops.CONST, dtypes.bool if isinstance(value, bool) else INDEX, (), value)
+
+
+def is_const(u: UOp | None) -> bool:
+    return u is not None and u.op is Ops.CONST and not u.src
+
+
+def bounds(u: UOp) -> tuple[int, int]:
+    """The smallest and largest value u can take."""
+    if (found := _bounds.get(u)) is not None:
+        return found
+    op, src = u.op, u.src
+    if op is Ops.CONST:
+        out = (int(u.arg), int(u.arg))
+    elif op is Ops.SPECIAL:
+        out = (0, u.arg[1] - 1)
+    elif op is Ops.RANGE:
+        out = (0, bounds(src[0])[1] - 1)
+    elif op is Ops.DEFINE_VAR:
+        out = (u.arg[1], u.arg[2])
+    elif op is Ops.ADD:
+        (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
+        out = (a0 + b0, a1 + b1)
+    elif op is Ops.MUL:
+        (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
+        corners = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
+        out = (min(corners), max(corners))
+    elif op is Ops.IDIV and is_const(src[1]) and src[1].arg > 0 and bounds(src[0])[0] >= 0:
+        out = (bounds(src[0])[0] // src[1].arg, bounds(src[0])[1] // src[1].arg)
+    elif op is Ops.MOD and is_const(src[1]) and src[1].arg > 0:
+        lo, hi = bounds(src[0])
+        c = src[1].arg
+        out = (lo, hi) if 0 <= lo and hi < c else (0, c - 1) if lo >= 0 else (-(c - 1), c - 1)
+    elif u.dtype == dtypes.bool:
+        out = (0, 1)
+    elif op is Ops.WHERE:
+        (a0, a1), (b0, b1) = bounds(src[1]), bounds(src[2])
+        out = (min(a0, b0), max(a1, b1))
+    elif op is Ops.MAX:
+        (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
+        out = (max(a0, b0), max(a1, b1))
+    else:
+        out = (dtypes.min(u.dtype), dtypes.max(u.dtype)) if dtypes.is_int(u.dtype) else (-2 ** 63, 2 ** 63)
+    _bounds[u] = out
+    return out
+
+
+# ---- linear forms: an expression as {term: coefficient} + constant ----
+def _sort_key(u: UOp):
+    return (u.op.value, str(u.arg), tuple(_sort_key(s) for s in u.src))
+
+
+def linear(u: UOp) -> tuple[dict[UOp, int], int]:
+    if is_const(u):
+        return {}, int(u.arg)
+    if u.op is Ops.ADD:
+        (t1, c1), (t2, c2) = linear(u.src[0]), linear(u.src[1])
+        terms = dict(t1)
+        for t, c in t2.items():
+            terms[t] = terms.get(t, 0) + c
+        return {t: c for t, c in terms.items() if c}, c1 + c2
+    if u.op is Ops.MUL and is_const(u.src[1]):
+        terms, c = linear(u.src[0])
+        k = int(u.src[1].arg)
+        return {t: v * k for t, v in terms.items() if v * k}, c * k
+    return {u: 1}, 0
+
+
+def from_linear(terms: dict[UOp, int], constant: int) -> UOp:
+    out = None
+    for term in sorted(terms, key=_sort_key):
+        coef = terms[term]
+        piece = term if coef == 1 else UOp(Ops.MUL, INDEX, (term, const(coef)))
+        out = piece if out is None else UOp(Ops.ADD, INDEX, (out, piece))
+    if out is None:
+        return const(constant)
+    return out if constant == 0 else UOp(Ops.ADD, INDEX, (out, const(constant)))
+
+
+# ---- the builders: each returns a simplified node ----
+def add(a: UOp, b: UOp | int) -> UOp:
+    b = const(b) if isinstance(b, int) else b
+    (t1, c1), (t2, c2) = linear(a), linear(b)
+    terms = dict(t1)
+    for t, c in t2.items():
+        terms[t] = terms.get(t, 0) + c
+    return from_linear({t: c for t, c in terms.items() if c}, c1 + c2)
+
+
+def mul(a: UOp, k: int) -> UOp:
+    terms, c = linear(a)
+    return from_linear({t: v * k for t, v in terms.items() if v * k}, c * k)
+
+
+def sub(a: UOp, b: UOp | int) -> UOp:
+    return add(a, mul(const(b) if isinstance(b, int) else b, -1))
+
+
+def idiv(x: UOp, c: int) -> UOp:
+    """x // c for c > 0 (truncating, as the kernels compute it)."""
+    if c == 1:
+        return x
+    lo, hi = bounds(x)
+    if lo >= 0 and hi < c:
+        return const(0)
+    if lo < 0:
+        return UOp(Ops.IDIV, INDEX, (x, const(c)))
+    terms, k = linear(x)
+    whole = {t: v // c for t, v in terms.items() if v % c == 0}
+    rest = {t: v for t, v in terms.items() if v % c != 0}
+    rest_const = k % c
+    whole_const = k // c
+    rest_expr = from_linear(rest, rest_const)
+    if bounds(rest_expr)[0] < 0:
+        return UOp(Ops.IDIV, INDEX, (x, const(c)))
+    g = math.gcd(c, *rest.values()) if rest else c
+    if rest and g > 1:          # (g*y + r) // (g*c') == (y + r//g) // c'
+        rest_expr = from_linear({t: v // g for t, v in rest.items()}, rest_const // g)
+        c //= g
+    if (inner := rest_expr).op is Ops.IDIV and is_const(inner.src[1]) and bounds(inner.src[0])[0] >= 0:
+        rest_part = idiv(inner.src[0], inner.src[1].arg * c)     # (x // a) // b == x // (a*b)
+    else:
+        rest_hi = bounds(rest_expr)[1]
+        rest_part = const(0) if rest_hi < c else UOp(Ops.IDIV, INDEX, (rest_expr, const(c)))
+    return add(from_linear(whole, whole_const), rest_part)
+
+
+def mod(x: UOp, c: int) -> UOp:
+    """x % c for c > 0 (sign of x, as the kernels compute it)."""
+    if c == 1:
+        return const(0)
+    lo, hi = bounds(x)
+    if lo >= 0 and hi < c:
+        return x
+    if lo < 0:
+        return UOp(Ops.MOD, INDEX, (x, const(c)))
+    terms, k = linear(x)
+    rest = from_linear({t: v % c for t, v in terms.items() if v % c}, k % c)
+    lo, hi = bounds(rest)
+    if lo >= 0 and hi < c:
+        return rest
+    if lo < 0:
+        return UOp(Ops.MOD, INDEX, (x, const(c)))
+    if rest.op is Ops.MOD and is_const(rest.src[1]) and rest.src[1].arg % c == 0:
+        return mod(rest.src[0], c)                                # (x % (a*c)) % c == x % c
+    return UOp(Ops.MOD, INDEX, (rest, const(c)))
+
+
+def lt(x: UOp, c: int) -> UOp:
+    """x < c, folded to a constant when the bounds decide it."""
+    lo, hi = bounds(x)
+    if hi < c:
+        return const(True)
+    if lo >= c:
+        return const(False)
+    return UOp(Ops.CMPLT, dtypes.bool, (x, const(c)))
+
+
+def ge(x: UOp, c: int) -> UOp:
+    lo, hi = bounds(x)
+    if lo >= c:
+        return const(True)
+    if hi < c:
+        return const(False)
+    # x >= c  <=>  not (x < c)  <=>  (c-1) < x
+    return UOp(Ops.CMPLT, dtypes.bool, (const(c - 1), x))
+
+
+def and_(a: UOp | None, b: UOp | None) -> UOp | None:
+    """Logical and of two validity conditions; None means "always valid"."""
+    for x, y in ((a, b), (b, a)):
+        if x is None or (is_const(x) and x.arg is True):
+            return y
+        if is_const(x) and x.arg is False:
+            return x
+    return a if a is b else UOp(Ops.AND, dtypes.bool, (a, b))
+
+
+def substitute(u: UOp, mapping: dict[UOp, UOp]) -> UOp:
+    """u with some leaves replaced, rebuilt through the simplifying builders."""
+    if u in mapping:
+        return mapping[u]
+    if not u.src or u.op in (Ops.SPECIAL, Ops.RANGE, Ops.DEFINE_VAR):
+        return u
+    src = [substitute(s, mapping) for s in u.src]
+    if u.op is Ops.ADD:
+        return add(src[0], src[1])
+    if u.op is Ops.MUL and is_const(src[1]):
+        return mul(src[0], src[1].arg)
+    if u.op is Ops.IDIV and is_const(src[1]):
+        return idiv(src[0], src[1].arg)
+    if u.op is Ops.MOD and is_const(src[1]):
+        return mod(src[0], src[1].arg)
+    return u.replace(src=tuple(src))

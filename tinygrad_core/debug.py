@@ -1,0 +1,72 @@
+"""Looking inside: text and Graphviz dumps of a lazy graph, and a finite-difference gradient check.
+
+These read the UOp graph a Tensor holds; nothing here changes it."""
+from __future__ import annotations
+import numpy as np
+from tinygrad_core.ops import Ops, UOp
+
+
+def _label(u: UOp) -> str:
+    if u.op is Ops.BUFFER:
+        buf = u.arg[0]
+        return f"BUFFER {buf.device} {buf.size} x {buf.dtype.name}" + (f" v{u.arg[1]}" if u.arg[1] else "")
+    if u.op is Ops.DEVICE:
+        return f"DEVICE {u.arg}"
+    arg = "" if u.arg is None else f" {u.arg.name if isinstance(u.arg, Ops) else u.arg}"
+    if u.op is Ops.REDUCE_AXIS:
+        arg = f" {u.arg[0].name} axes={u.arg[1]}"
+    if u.op is Ops.CUSTOM:
+        arg = f" {type(u.arg).__name__}"
+    return f"{u.op.name}{arg}"
+
+
+def graph_text(root: UOp) -> str:
+    """One line per node, sources first: `%3 = MUL float (2, 3) <- %1, %2`."""
+    nodes = [u for u in root.toposort() if u.op is not Ops.DEVICE]
+    ids = {u: i for i, u in enumerate(nodes)}
+    lines = []
+    for u in nodes:
+        srcs = ", ".join(f"%{ids[s]}" for s in u.src if s in ids)
+        shape = u.shape if u.op is not Ops.DEVICE else ()
+        lines.append(f"%{ids[u]:<3} = {_label(u):40s} {u.dtype.name:8s} {str(shape):16s}" + (f" <- {srcs}" if srcs else ""))
+    return "\n".join(lines)
+
+
+def graph_dot(root: UOp) -> str:
+    """Graphviz DOT source for the graph (render with `dot -Tsvg`)."""
+    nodes = [u for u in root.toposort() if u.op is not Ops.DEVICE]
+    ids = {u: i for i, u in enumerate(nodes)}
+    lines = ["digraph tinygrad_core {", "  node [shape=box, fontname=monospace];"]
+    for u in nodes:
+        color = {Ops.BUFFER: "lightblue", Ops.REDUCE_AXIS: "salmon", Ops.CONST: "lightgrey"}.get(u.op, "white")
+        lines.append(f'  n{ids[u]} [label="{_label(u)}\\n{u.dtype.name} {u.shape}", style=filled, fillcolor={color}];')
+        lines.extend(f"  n{ids[s]} -> n{ids[u]};" for s in u.src if s in ids)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def gradcheck(fn, *inputs, eps: float = 1e-3, atol: float = 1e-3, rtol: float = 1e-2) -> bool:
+    """Compare the analytic gradient of sum(fn(*inputs)) with central finite differences, in float64 on the host
+    side. Raises AssertionError naming the input and the worst element when they disagree; returns True."""
+    from tinygrad_core.tensor import Tensor
+    values = [x.numpy().astype(np.float64) for x in inputs]
+
+    def evaluate(arrays) -> float:
+        ts = [Tensor(a.astype(np.float32), device=x.device) for a, x in zip(arrays, inputs)]
+        return float(fn(*ts).sum().numpy())
+
+    leaves = [Tensor(v.astype(np.float32), device=x.device, requires_grad=True) for v, x in zip(values, inputs)]
+    fn(*leaves).sum().backward()
+    for n, (leaf, value) in enumerate(zip(leaves, values)):
+        analytic = leaf.grad.numpy() if leaf.grad is not None else np.zeros_like(value)
+        numeric = np.zeros_like(value)
+        for i in np.ndindex(value.shape):
+            plus, minus = [v.copy() for v in values], [v.copy() for v in values]
+            plus[n][i] += eps
+            minus[n][i] -= eps
+            numeric[i] = (evaluate(plus) - evaluate(minus)) / (2 * eps)
+        if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
+            worst = np.unravel_index(np.argmax(np.abs(analytic - numeric)), value.shape)
+            raise AssertionError(f"gradcheck: input {n} element {worst}: analytic {analytic[worst]:.6g}, "
+                                 f"finite difference {numeric[worst]:.6g}")
+    return True

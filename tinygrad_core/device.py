@@ -1,0 +1,294 @@
+"""Devices: the Allocator / Compiler / Program / Compiled bases a backend fills in, Buffer, and the Device registry.
+
+The core reaches hardware only through these classes; which ones exist is decided by plugins.py at runtime."""
+from __future__ import annotations
+import hashlib
+import os
+import pathlib
+import tempfile
+from typing import Any
+import numpy as np
+from tinygrad_core.dtype import DType, dtypes
+from tinygrad_core.helpers import GlobalCounters, getenv, cache_dir
+from tinygrad_core.plugins import registry, Backend
+
+
+class CompileError(Exception):
+    """A kernel failed to compile. Carries the source so the report can show what was compiled."""
+
+    def __init__(self, message: str, source: str = ""):
+        super().__init__(f"{message}\n--- source ---\n{source}" if source else message)
+        self.message, self.source = message, source
+
+
+class BackendUnavailable(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The four parts of a backend.
+# ---------------------------------------------------------------------------------------------------------------
+class Allocator:
+    """Owns device memory. Backends implement _alloc/_free/_copyin/_copyout (and optionally _offset)."""
+
+    def __init__(self):
+        self.in_use = 0
+
+    def alloc(self, size: int, options=None):
+        if size < 0:
+            raise ValueError(f"can't allocate a negative size ({size} bytes)")
+        out = self._alloc(max(size, 1), options)
+        self.in_use += size
+        return out
+
+    def free(self, opaque, size: int, options=None):
+        self.in_use -= size
+        self._free(opaque, max(size, 1), options)
+
+    def copyin(self, dest, src: memoryview):
+        self._copyin(dest, src)
+
+    def copyout(self, dest: memoryview, src):
+        self._copyout(dest, src)
+
+    def offset(self, opaque, size: int, offset: int):
+        """A view of `size` bytes starting `offset` bytes into opaque (backends that can, override)."""
+        raise NotImplementedError(f"{type(self).__name__} has no sub-buffer views")
+
+    def _alloc(self, size: int, options):
+        raise NotImplementedError
+
+    def _free(self, opaque, size: int, options):
+        pass
+
+    def _copyin(self, dest, src: memoryview):
+        raise NotImplementedError
+
+    def _copyout(self, dest: memoryview, src):
+        raise NotImplementedError
+
+
+class LRUAllocator(Allocator):
+    """Keeps freed buffers by size and hands them out again: allocation is often the slowest thing on a device."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache: dict[tuple[int, Any], list] = {}
+
+    def alloc(self, size: int, options=None):
+        if cached := self.cache.get((max(size, 1), options)):
+            self.in_use += size
+            return cached.pop()
+        try:
+            return super().alloc(size, options)
+        except MemoryError:
+            self.free_cache()
+            return super().alloc(size, options)
+
+    def free(self, opaque, size: int, options=None):
+        if getenv("LRU", 1):
+            self.in_use -= size
+            self.cache.setdefault((max(size, 1), options), []).append(opaque)
+        else:
+            super().free(opaque, size, options)
+
+    def free_cache(self):
+        for (size, options), opaques in self.cache.items():
+            for opaque in opaques:
+                self._free(opaque, size, options)
+        self.cache.clear()
+
+
+class Compiler:
+    """Turns rendered source into a binary. `cachekey` names the compiler+version (None: don't cache on disk)."""
+    cachekey: str | None = None
+
+    def compile(self, src: str) -> bytes:
+        raise NotImplementedError
+
+    def compile_cached(self, src: str) -> bytes:
+        if self.cachekey is None or not getenv("DISK_CACHE", 1):
+            return self.compile(src)
+        digest = hashlib.sha256(src.encode()).hexdigest()
+        path = cache_dir() / "kernels" / self.cachekey / digest
+        if (binary := _read_cache_entry(path)) is not None:
+            return binary
+        binary = self.compile(src)
+        _write_cache_entry(path, binary)
+        return binary
+
+
+def _read_cache_entry(path: pathlib.Path) -> bytes | None:
+    """An entry is sha256(body) + body; a missing, truncated or corrupt entry reads as absent (and recompiles)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    body = data[32:]
+    return body if len(data) >= 32 and hashlib.sha256(body).digest() == data[:32] else None
+
+
+def _write_cache_entry(path: pathlib.Path, binary: bytes):
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # write to a temporary file and rename: concurrent writers each replace the entry whole
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
+            f.write(hashlib.sha256(binary).digest() + binary)
+        os.replace(f.name, path)
+    except OSError:
+        pass          # a read-only or full disk only costs a recompile next time
+
+
+class Program:
+    """A compiled kernel. __call__(*buffers, global_size, local_size, vals, wait) -> seconds if wait else None."""
+
+    def __init__(self, name: str, lib: bytes):
+        self.name, self.lib = name, lib
+
+    def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
+        raise NotImplementedError
+
+
+class Compiled:
+    """A backend instance for one device: the bundle a plugin's load() returns."""
+
+    def __init__(self, device: str, allocator: Allocator, renderer, compiler: Compiler, runtime: type[Program]):
+        self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
+        self.kernel_cache: dict = {}
+
+    def synchronize(self):
+        """Wait for all queued work on this device (synchronous backends need not override)."""
+
+    def memory_used(self) -> int:
+        return self.allocator.in_use
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Buffer: a typed piece of device memory. Allocated on first use; freed (back to the allocator) when dropped.
+# ---------------------------------------------------------------------------------------------------------------
+class Buffer:
+    def __init__(self, device: str, size: int, dtype: DType, initial: np.ndarray | None = None):
+        self.device, self.size, self.dtype = device, size, dtype
+        self._opaque = None
+        if initial is not None:
+            self.copyin(initial)
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.device} {self.size} x {self.dtype.name}{'' if self.is_allocated else ' unallocated'}>"
+
+    # Buffers are identified by object, not value
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def is_allocated(self) -> bool:
+        return self._opaque is not None
+
+    @property
+    def allocator(self) -> Allocator:
+        return Device[self.device].allocator
+
+    def ensure_allocated(self) -> Buffer:
+        if self._opaque is None:
+            self._opaque = self.allocator.alloc(self.nbytes)
+            GlobalCounters.mem_used += self.nbytes
+        return self
+
+    @property
+    def opaque(self):
+        return self.ensure_allocated()._opaque
+
+    def __del__(self):
+        if getattr(self, "_opaque", None) is not None:
+            try:
+                GlobalCounters.mem_used -= self.nbytes
+                self.allocator.free(self._opaque, self.nbytes)
+            except Exception:      # at interpreter exit the device may already be gone
+                pass
+
+    def copyin(self, data: np.ndarray) -> Buffer:
+        data = np.ascontiguousarray(data)
+        if data.nbytes != self.nbytes:
+            raise ValueError(f"copyin of {data.nbytes} bytes into a buffer of {self.nbytes} bytes")
+        self.allocator.copyin(self.opaque, memoryview(data.reshape(-1).view(np.uint8)))
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """The buffer's contents as a new host array (bfloat16 as its raw uint16 bits)."""
+        out = np.empty(self.size, dtype=self.dtype.np)
+        if self.size:
+            Device[self.device].synchronize()
+            self.allocator.copyout(memoryview(out.view(np.uint8)), self.opaque)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Device: name -> Compiled, loaded through the plugin registry.
+# ---------------------------------------------------------------------------------------------------------------
+class _Device:
+    def __init__(self):
+        self._opened: dict[str, Compiled] = {}
+
+    def canonicalize(self, name: str | None) -> str:
+        """'cpu' -> 'CPU', 'gpu' -> the best usable GPU backend, 'cl:1' -> 'CL:1'. Unknown names fail loudly."""
+        if name is None:
+            return self.DEFAULT
+        base, _, index = str(name).upper().partition(":")
+        if base == "GPU":
+            gpus = [b for b in registry.usable() if b.spec.is_gpu]
+            if not gpus:
+                raise BackendUnavailable("no usable GPU backend: " + self._summary() +
+                                         "; install one, e.g. pip install 'tinygrad-opencl[pocl]'")
+            base = gpus[0].name
+        backend = self.backend(base)
+        if backend.reason is not None:
+            raise BackendUnavailable(f"backend {base} ({backend.distribution} {backend.version}) can't be used: "
+                                     f"{backend.reason}")
+        return f"{base}:{index}" if index and index != "0" else base
+
+    def backend(self, base: str) -> Backend:
+        registry.discover()
+        found = registry.backends.get(base.upper()) or next((b for b in registry.broken if b.name == base.upper()), None)
+        if found is None:
+            raise BackendUnavailable(f"unknown device {base!r}; known backends: {self._summary()}. "
+                                     f"Install a backend (pip install tinygrad-cpu) or check the spelling")
+        return found
+
+    def _summary(self) -> str:
+        return ", ".join(f"{b.name} ({b.status})" for b in registry.all()) or "none installed"
+
+    def __getitem__(self, name: str) -> Compiled:
+        name = self.canonicalize(name)
+        if name not in self._opened:
+            backend = self.backend(name.partition(":")[0])
+            try:
+                self._opened[name] = backend.spec.load(name)
+            except Exception as e:
+                raise BackendUnavailable(f"backend {backend.name} ({backend.distribution}) failed to load: "
+                                         f"{type(e).__name__}: {e}") from e
+        return self._opened[name]
+
+    @property
+    def DEFAULT(self) -> str:
+        if (chosen := getenv("TINYGRAD_DEVICE", "") or getenv("DEV", "")):
+            return self.canonicalize(chosen)
+        usable = registry.usable()
+        if not usable:
+            raise BackendUnavailable(f"no usable backend: {self._summary()}; pip install tinygrad-cpu (or "
+                                     f"tinygrad-python for the reference interpreter)")
+        return usable[0].name
+
+    @DEFAULT.setter
+    def DEFAULT(self, name: str):
+        os.environ["TINYGRAD_DEVICE"] = self.canonicalize(name)
+
+
+Device = _Device()
+__all__ = ["Device", "Buffer", "Allocator", "LRUAllocator", "Compiler", "CompileError", "Program", "Compiled",
+           "BackendUnavailable", "dtypes"]

@@ -1,0 +1,165 @@
+"""Data types: what a tensor element is, how types promote, how they map to numpy.
+
+Every backend declares which of these it supports; the core never assumes more."""
+from __future__ import annotations
+from dataclasses import dataclass
+import numpy as np
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    priority: int      # order in the promotion lattice (bigger wins within a kind)
+    itemsize: int      # bytes per element
+    name: str
+    fmt: str           # numpy/struct format character ("" for bfloat16, which numpy lacks)
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}"
+
+    @property
+    def np(self):
+        """The numpy dtype that holds this type's values on the host (bfloat16 is held as its raw bits)."""
+        return np.dtype("uint16") if self.name == "bfloat16" else np.dtype(self.fmt)
+
+
+class dtypes:
+    bool = DType(0, 1, "bool", "?")
+    int8 = DType(1, 1, "char", "b")
+    uint8 = DType(2, 1, "uchar", "B")
+    int16 = DType(3, 2, "short", "h")
+    uint16 = DType(4, 2, "ushort", "H")
+    int32 = DType(5, 4, "int", "i")
+    uint32 = DType(6, 4, "uint", "I")
+    int64 = DType(7, 8, "long", "q")
+    uint64 = DType(8, 8, "ulong", "Q")
+    float16 = DType(9, 2, "half", "e")
+    bfloat16 = DType(10, 2, "bfloat16", "")
+    float32 = DType(11, 4, "float", "f")
+    float64 = DType(12, 8, "double", "d")
+    void = DType(-1, 0, "void", "")   # the type of nodes that carry no value (SINK, STORE, ...)
+    # aliases a PyTorch or tinygrad user types
+    half, float, double = float16, float32, float64
+    char, uchar, short, ushort = int8, uint8, int16, uint16
+    int, uint, long, ulong = int32, uint32, int64, uint64
+    default_float = float32
+    default_int = int32
+    index = int32       # the type of index arithmetic inside kernels
+
+    @staticmethod
+    def is_float(dt: DType) -> bool:
+        return dt in FLOATS
+
+    @staticmethod
+    def is_int(dt: DType) -> bool:
+        return dt in INTS
+
+    @staticmethod
+    def is_unsigned(dt: DType) -> bool:
+        return dt in UNSIGNED
+
+    @staticmethod
+    def from_np(npdtype) -> DType:
+        npdtype = np.dtype(npdtype)
+        for dt in ALL:
+            if dt.fmt and np.dtype(dt.fmt) == npdtype:
+                return dt
+        raise TypeError(f"numpy dtype {npdtype} has no tinygrad_core equivalent; convert it with .astype(np.float32) first")
+
+    @staticmethod
+    def from_py(x) -> DType:
+        if isinstance(x, (list, tuple)):
+            return max((dtypes.from_py(v) for v in x), key=lambda d: d.priority, default=dtypes.default_float)
+        if isinstance(x, bool):
+            return dtypes.bool
+        if isinstance(x, int):
+            return dtypes.default_int
+        return dtypes.default_float
+
+    @staticmethod
+    def min(dt: DType):
+        if dt == dtypes.bool:
+            return False
+        if dt in INTS:
+            return 0 if dt in UNSIGNED else -(2 ** (8 * dt.itemsize - 1))
+        return -float("inf")
+
+    @staticmethod
+    def max(dt: DType):
+        if dt == dtypes.bool:
+            return True
+        if dt in INTS:
+            return 2 ** (8 * dt.itemsize) - 1 if dt in UNSIGNED else 2 ** (8 * dt.itemsize - 1) - 1
+        return float("inf")
+
+
+ALL = (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+       dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+UNSIGNED = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+INTS = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
+FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+BY_NAME = {name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType)}
+
+
+def to_dtype(x) -> DType:
+    """Accept a DType, a name ("float32", "half"), or a numpy dtype; refuse anything else clearly."""
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str) and x in BY_NAME:
+        return BY_NAME[x]
+    try:
+        return dtypes.from_np(x)
+    except TypeError:
+        pass
+    raise TypeError(f"unknown dtype {x!r}; use one of dtypes.{', dtypes.'.join(dt.name for dt in ALL)} "
+                    f"(or a name like 'float32')")
+
+
+def _kind(dt: DType) -> int:
+    return 0 if dt == dtypes.bool else 2 if dt in FLOATS else 1
+
+
+def least_upper_dtype(*dts: DType) -> DType:
+    """numpy-like promotion, with tinygrad's choices: any float beats any int; signed+unsigned of the same size
+    widens (uint64 with a signed int becomes float32, as there is no wider int); float16+bfloat16 is float32."""
+    dts = tuple(set(dts))
+    if len(dts) == 1:
+        return dts[0]
+    top_kind = max(_kind(d) for d in dts)
+    pool = [d for d in dts if _kind(d) == top_kind]
+    if top_kind == 2:
+        if dtypes.float16 in pool and dtypes.bfloat16 in pool and max(d.itemsize for d in pool) == 2:
+            return dtypes.float32
+        return max(pool, key=lambda d: d.priority)
+    if top_kind == 0:
+        return dtypes.bool
+    signed = [d for d in pool if d not in UNSIGNED]
+    unsigned = [d for d in pool if d in UNSIGNED]
+    if not signed or not unsigned:
+        return max(pool, key=lambda d: d.priority)
+    need = max(max(d.itemsize for d in signed), 2 * max(d.itemsize for d in unsigned))
+    return {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}.get(need, dtypes.default_float)
+
+
+def truncate_value(x, dt: DType):
+    """A Python number as a value of dt would hold it (wrapping ints, rounding floats)."""
+    if dt == dtypes.bool:
+        return bool(x)
+    if dt in INTS:
+        bits = 8 * dt.itemsize
+        value = int(x) & ((1 << bits) - 1)
+        return value - (1 << bits) if dt not in UNSIGNED and value >= 1 << (bits - 1) else value
+    if dt == dtypes.bfloat16:
+        return float(bf16_to_f32(f32_to_bf16(np.array(x, np.float32))))
+    return float(np.array(x, dtype=dt.np))
+
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits (round to nearest even; NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = bits + 0x7FFF + ((bits >> 16) & 1)
+    out = (rounded >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), out)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)

@@ -1,0 +1,119 @@
+"""Run a schedule: turn each kernel AST into a compiled program (once per device and AST) and launch it.
+
+This is where codegen, renderer, compiler and program meet; DEBUG output about kernels comes from here."""
+from __future__ import annotations
+import time
+from tinygrad_core.codegen.decompose import decompose
+from tinygrad_core.codegen.linearize import linearize
+from tinygrad_core.codegen.lower import lower_kernel
+from tinygrad_core.codegen.opts import choose_opts
+from tinygrad_core.device import Buffer, Device
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.helpers import DEBUG, GlobalCounters, colored, prod
+from tinygrad_core.ops import Ops, UOp, GroupOp
+from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order
+
+# kernels run while a TinyJit is capturing are recorded here: (runner, buffers, variable values)
+capturing: list | None = None
+
+
+class CompiledRunner:
+    """A kernel ready to launch on one device: its linear program, source, binary and launch geometry."""
+
+    def __init__(self, device: str, ast: UOp, opts=None):
+        compiled = Device[device]
+        renderer = compiled.renderer
+        self.device, self.ast = device, ast
+        self.opts = opts if opts is not None else choose_opts(ast, renderer)
+        kernel = lower_kernel(ast, renderer, self.opts)
+        self.uops = linearize(decompose(kernel.sink, renderer))
+        self.global_size, self.local_size = kernel.global_size, kernel.local_size
+        self.name = kernel_name(ast, self.opts)
+        self.vars = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
+        self.flops, self.mem_estimate = count_work(self.uops, self.global_size, self.local_size), _bytes_moved(ast)
+        self.src = renderer.render(self.name, self.uops)
+        if DEBUG >= 4:
+            print(self.src)
+        self.lib = compiled.compiler.compile_cached(self.src)
+        self.program = compiled.runtime(self.name, self.lib)
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
+        vals = tuple((var_vals or {}).get(v.arg[0], 0) for v in self.vars)
+        return self.program(*[b.opaque for b in bufs], global_size=self.global_size, local_size=self.local_size,
+                            vals=vals, wait=wait)
+
+
+class CopyRunner:
+    """Moves a buffer between devices through host memory (backends may offer a faster transfer)."""
+    name = "copy"
+
+    def __call__(self, bufs: list[Buffer], var_vals=None, wait=False):
+        dest, src = bufs
+        start = time.perf_counter()
+        dest.copyin(src.numpy())
+        return time.perf_counter() - start
+
+
+def get_runner(device: str, ast: UOp) -> CompiledRunner:
+    compiled = Device[device]
+    if (runner := compiled.kernel_cache.get(ast)) is None:
+        runner = compiled.kernel_cache[ast] = CompiledRunner(device, ast)
+    return runner
+
+
+def runner_for(item: ScheduleItem):
+    if item.ast.op is Ops.COPY:
+        return CopyRunner()
+    return get_runner(item.bufs[0].device, item.ast)
+
+
+def run_schedule(schedule: list[ScheduleItem], var_vals: dict | None = None):
+    if DEBUG >= 3 and schedule:
+        print(f"schedule: {len(schedule)} items\n" + graph_roots_in_order(schedule))
+    started = time.perf_counter()
+    for item in schedule:
+        runner = runner_for(item)
+        for buf in item.bufs:
+            buf.ensure_allocated()
+        seconds = runner(item.bufs, var_vals, wait=DEBUG >= 2)
+        if capturing is not None:
+            capturing.append((runner, item.bufs, var_vals))
+        if isinstance(runner, CompiledRunner):
+            GlobalCounters.kernel_count += 1
+            GlobalCounters.global_ops += runner.flops
+            GlobalCounters.global_mem += runner.mem_estimate
+        if DEBUG >= 2:
+            GlobalCounters.time_sum_s += seconds or 0
+            shape = "x".join(map(str, item.node.shape)) or "scalar"
+            gflops = f"{runner.flops / seconds / 1e9:8.2f} GFLOP/s" if seconds and isinstance(runner, CompiledRunner) else ""
+            print(f"  {colored(f'{runner.name:32s}', 'cyan')} {item.bufs[0].device:6s} {shape:>18s} "
+                  f"{(seconds or 0) * 1e3:9.3f} ms {gflops}")
+    if DEBUG >= 1 and schedule:
+        print(f"realized {len(schedule)} items in {(time.perf_counter() - started) * 1e3:.2f} ms")
+
+
+def kernel_name(ast: UOp, opts) -> str:
+    has_reduce = any(u.op is Ops.REDUCE_AXIS for u in ast.toposort())
+    shape = ast.src[0].src[1].shape
+    return ("r_" if has_reduce else "E_") + ("_".join(map(str, shape)) or "1")
+
+
+def count_work(uops: list[UOp], global_size, local_size) -> int:
+    """FLOPs: ALU ops times how often each runs (threads x enclosing loop trips)."""
+    threads = prod(global_size) * prod(local_size)
+    trips, flops = [threads], 0
+    for u in uops:
+        if u.op is Ops.RANGE:
+            end = u.src[0]
+            trips.append(trips[-1] * (end.arg if end.op is Ops.CONST else 1))
+        elif u.op is Ops.ENDRANGE:
+            trips.pop()
+        elif u.op in GroupOp.ALU and dtypes.is_float(u.dtype):   # index arithmetic isn't the kernel's work
+            flops += trips[-1] * (2 if u.op is Ops.MULACC else 1)
+    return flops
+
+
+def _bytes_moved(ast: UOp) -> int:
+    loads = {u.src[0]: u for u in ast.toposort() if u.op is Ops.LOAD}
+    out = ast.src[0]
+    return sum(u.arg * u.dtype.itemsize for u in loads.values()) + prod(out.src[1].shape) * out.src[0].dtype.itemsize

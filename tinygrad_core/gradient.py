@@ -1,0 +1,78 @@
+"""Autograd: one derivative rule per primitive op. This file is the whole of it.
+
+Each rule maps (output gradient, the node, its sources) to the gradients of its sources (None = no gradient).
+Composite Tensor ops (softmax, conv2d, ...) are built from primitives, so they differentiate through these rules."""
+from __future__ import annotations
+import math
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.helpers import DEBUG
+from tinygrad_core.ops import Ops, UOp
+
+
+def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
+    op, axes = out.arg
+    if op is Ops.ADD:
+        return (g.expand(a.shape),)
+    if op is Ops.MAX:   # split the gradient evenly between tied maxima
+        is_max = a.ne(out.expand(a.shape)).where(0.0, 1.0).cast(g.dtype)
+        ties = is_max.reduce(Ops.ADD, axes).expand(a.shape)
+        return (g.expand(a.shape) * is_max / ties,)
+    return (g.expand(a.shape) * out.expand(a.shape) / a,)            # MUL: d(prod)/da = prod / a
+
+
+def _max_grad(g: UOp, a: UOp, b: UOp) -> tuple:
+    to_a = a.lt(b).where(0.0, a.ne(b).where(1.0, 0.5)).cast(g.dtype)   # ties share the gradient
+    return g * to_a, g * (1 - to_a)
+
+
+def _inverse(order) -> tuple:
+    return tuple(sorted(range(len(order)), key=lambda i: order[i]))
+
+
+GRADIENTS = {
+    Ops.ADD: lambda g, out, a, b: (g, g),
+    Ops.SUB: lambda g, out, a, b: (g, -g),
+    Ops.MUL: lambda g, out, a, b: (g * b, g * a),
+    Ops.NEG: lambda g, out, a: (-g,),
+    Ops.RECIP: lambda g, out, a: (-g * out * out,),
+    Ops.SQRT: lambda g, out, a: (g / (out * 2),),
+    Ops.EXP2: lambda g, out, a: (g * out * math.log(2),),
+    Ops.LOG2: lambda g, out, a: (g / (a * math.log(2)),),
+    Ops.SIN: lambda g, out, a: (g * (a + math.pi / 2).alu(Ops.SIN),),
+    Ops.MAX: lambda g, out, a, b: _max_grad(g, a, b),
+    Ops.WHERE: lambda g, out, c, a, b: (None, c.where(g, 0.0), c.where(0.0, g)),
+    Ops.MULACC: lambda g, out, a, b, c: (g * b, g * a, g),
+    Ops.CAST: lambda g, out, a: (g.cast(a.dtype) if dtypes.is_float(a.dtype) else None,),
+    Ops.REDUCE_AXIS: _reduce_grad,
+    Ops.RESHAPE: lambda g, out, a: (g.reshape(a.shape),),
+    Ops.PERMUTE: lambda g, out, a: (g.permute(_inverse(out.arg)),),
+    Ops.EXPAND: lambda g, out, a: (g.reduce(Ops.ADD, [i for i, (s, n) in enumerate(zip(a.shape, out.shape)) if s != n]),),
+    Ops.PAD: lambda g, out, a: (g.shrink(tuple((before, before + s) for (before, _), s in zip(out.arg, a.shape))),),
+    Ops.SHRINK: lambda g, out, a: (g.pad(tuple((start, s - end) for (start, end), s in zip(out.arg, a.shape))),),
+    Ops.FLIP: lambda g, out, a: (g.flip(out.arg),),
+    Ops.CONTIGUOUS: lambda g, out, a: (g,),
+    Ops.COPY: lambda g, out, a: (UOp(Ops.COPY, g.dtype, (g,), a.device),),
+    Ops.CUSTOM: lambda g, out, *srcs: out.arg._backward_uops(g),
+}
+# ops with no gradient: comparisons, integer ops, bit ops, TRUNC (zero almost everywhere), DETACH, ASSIGN, ...
+
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+    """Gradients of root (seeded with root_grad) with respect to each node in targets reachable from it."""
+    # only nodes on a path from root to some target need a gradient
+    on_path: dict[UOp, bool] = {}
+    for u in root.toposort():
+        on_path[u] = u in targets or any(on_path[s] for s in u.src if u.op not in (Ops.DETACH, Ops.ASSIGN))
+    grads: dict[UOp, UOp] = {root: root_grad}
+    for node in reversed(root.toposort()):
+        if node not in grads or node.op not in GRADIENTS or not on_path[node]:
+            continue
+        src_grads = GRADIENTS[node.op](grads[node], node, *node.src)
+        if DEBUG >= 5:
+            print(f"backward {node.op.name:12s} {str(node.shape):>20s} -> "
+                  f"{', '.join('-' if g is None else str(g.shape) for g in src_grads)}")
+        for src, g in zip(node.src, src_grads):
+            if g is None or not on_path.get(src):
+                continue
+            grads[src] = grads[src] + g if src in grads else g
+    return {t: grads[t] for t in targets if t in grads}

@@ -1,0 +1,306 @@
+"""The primitive op contract: the Ops enum, the UOp graph node, and the exact meaning of every op.
+
+Tensor methods build UOp graphs from the graph-level ops; the codegen lowers them to the kernel-level ops that a
+backend's renderer sees. `REFERENCE` below is the one written definition of what each ALU op computes: the
+reference backend executes it and the conformance suite checks every other backend against it."""
+from __future__ import annotations
+from enum import Enum, auto
+import math
+import weakref
+import numpy as np
+from tinygrad_core.dtype import DType, dtypes, INTS, FLOATS, UNSIGNED
+
+
+class Ops(Enum):
+    # --- elementwise (the ALU ops): they appear both in tensor graphs and in kernels ---
+    EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); TRUNC = auto()  # noqa: E702
+    ADD = auto(); SUB = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
+    CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+    WHERE = auto(); MULACC = auto()  # noqa: E702
+    CAST = auto(); BITCAST = auto()  # noqa: E702
+    # --- tensor graph ops ---
+    BUFFER = auto()        # a realized buffer; arg = (Buffer, version), shape is (size,)
+    DEVICE = auto()        # names a device; the source of CONSTs
+    CONST = auto()         # a scalar constant (shape ()), broadcast by movement ops
+    REDUCE_AXIS = auto()   # arg = (Ops.ADD | Ops.MAX | Ops.MUL, axes)
+    RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
+    CONTIGUOUS = auto()    # forces its source into a buffer of its own
+    DETACH = auto()        # identity that stops gradients
+    COPY = auto()          # moves a value to another device; arg = device name
+    ASSIGN = auto()        # src = (target, value): write value into target's buffer
+    CUSTOM = auto()        # a user Function: the value of src[0], with arg.backward as its gradient rule
+    # --- kernel ops: what a renderer receives, in order ---
+    SINK = auto()          # the root of a kernel graph
+    DEFINE_GLOBAL = auto() # a kernel argument buffer; arg = its position
+    DEFINE_VAR = auto()    # an int kernel argument (a symbolic size); arg = (name, min, max)
+    SPECIAL = auto()       # a parallel index; arg = (name, size): "gidx0" = group id, "lidx0" = id in the group
+    RANGE = auto()         # a serial loop counter; src = (end,); arg = loop id
+    ENDRANGE = auto()      # closes the loop of src[0]
+    DEFINE_ACC = auto()    # an accumulator; src = (initial value,)
+    LOAD = auto()          # src = (buffer, index) or (buffer, index, valid): reads 0 where valid is False
+    STORE = auto()         # src = (buffer, index, value) or (..., valid): writes only where valid is True
+    REDUCE = auto()        # before linearizing: src = (value, *ranges), arg = the combining ALU op
+
+
+class GroupOp:
+    UNARY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
+    BINARY = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
+              Ops.SHL, Ops.SHR}
+    TERNARY = {Ops.WHERE, Ops.MULACC}
+    ALU = UNARY | BINARY | TERNARY
+    ELEMENTWISE = ALU | {Ops.CAST, Ops.BITCAST}
+    MOVEMENT = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+    COMPARISON = {Ops.CMPLT, Ops.CMPNE}
+    COMMUTATIVE = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
+    # what every backend must render; the rest the core rewrites into these (see codegen/decompose.py)
+    REQUIRED = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD,
+                Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.CAST, Ops.BITCAST}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The reference semantics. Each entry takes numpy arrays of the op's input dtype and returns the exact result.
+# Integer arithmetic wraps (two's complement). Division and modulo of integers truncate toward zero (C rules).
+# MAX returns NaN when either input is NaN. Float->int casts truncate toward zero; a value outside the target's
+# range (or NaN) gives an unspecified result. Integer division by zero is unspecified. SHL/SHR shift amounts
+# must be in [0, bits). Anything "unspecified" is excluded from conformance checks.
+# ---------------------------------------------------------------------------------------------------------------
+def _idiv(a, b):
+    if a.dtype.kind == "f":
+        raise TypeError("IDIV is for integers; divide floats with MUL by RECIP")
+    b = np.where(b == 0, 1, b).astype(a.dtype)
+    q = a // b
+    return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + 1, q).astype(a.dtype)
+
+
+def _mod(a, b):
+    return (a - b * _idiv(a, b)).astype(a.dtype)
+
+
+def _max(a, b):
+    return np.where(b != b, b, np.where(a < b, b, a))
+
+
+def _shift_amount(a, b):
+    return np.asarray(b).astype(a.dtype)
+
+
+REFERENCE = {
+    Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin, Ops.SQRT: np.sqrt, Ops.TRUNC: np.trunc,
+    Ops.RECIP: lambda a: np.reciprocal(a) if a.dtype.kind == "f" else (1 // np.where(a == 0, 1, a)).astype(a.dtype),
+    Ops.NEG: lambda a: np.logical_not(a) if a.dtype == np.bool_ else np.negative(a),
+    Ops.ADD: lambda a, b: np.logical_or(a, b) if a.dtype == np.bool_ else np.add(a, b),
+    Ops.SUB: np.subtract,
+    Ops.MUL: lambda a, b: np.logical_and(a, b) if a.dtype == np.bool_ else np.multiply(a, b),
+    Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max,
+    Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal,
+    Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor,
+    Ops.SHL: lambda a, b: np.left_shift(a, _shift_amount(a, b)),
+    Ops.SHR: lambda a, b: np.right_shift(a, _shift_amount(a, b)),
+    Ops.WHERE: lambda c, a, b: np.where(c, a, b),
+    Ops.MULACC: lambda a, b, c: a * b + c,
+}
+
+
+def exec_alu(op: Ops, dtype: DType, *srcs):
+    """Run one ALU op (or CAST) with the reference semantics; inputs are numpy arrays or scalars of the op's input
+    dtype, the result has `dtype`. This is the oracle the reference backend and the conformance suite share."""
+    with np.errstate(all="ignore"):
+        if op is Ops.CAST:
+            return cast_array(np.asarray(srcs[0]), dtype)
+        out = REFERENCE[op](*[np.asarray(s) for s in srcs])
+        return np.asarray(out).astype(dtype.np if dtype != dtypes.bfloat16 else np.float32)
+
+
+def cast_array(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """CAST with the reference semantics (bfloat16 values are carried as float32 on the host side of the oracle)."""
+    with np.errstate(all="ignore"):
+        if dtype == dtypes.bool:
+            return x != 0
+        if dtype == dtypes.bfloat16:
+            from tinygrad_core.dtype import f32_to_bf16, bf16_to_f32
+            return bf16_to_f32(f32_to_bf16(x.astype(np.float32)))
+        if x.dtype.kind == "f" and dtype in INTS:
+            return np.trunc(np.where(np.isfinite(x), x, 0)).astype(np.float64).astype(dtype.np)
+        return x.astype(dtype.np)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# UOp: one immutable node. Nodes are hash-consed (the same op, dtype, sources and arg give the same object), so
+# equal subgraphs are shared and can be used as dictionary keys.
+# ---------------------------------------------------------------------------------------------------------------
+class UOpMeta(type):
+    cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def __call__(cls, op: Ops, dtype: DType = dtypes.void, src=(), arg=None):
+        # -0.0 == 0.0 in Python, but they are different constants
+        key = (op, dtype, src, (arg, math.copysign(1.0, arg)) if isinstance(arg, float) else arg)
+        try:
+            if (found := UOpMeta.cache.get(key)) is not None:
+                return found
+        except TypeError:          # an unhashable arg: don't share
+            return super().__call__(op, dtype, src, arg)
+        UOpMeta.cache[key] = made = super().__call__(op, dtype, src, arg)
+        return made
+
+
+class UOp(metaclass=UOpMeta):
+    __slots__ = ("op", "dtype", "src", "arg", "_shape", "__weakref__")
+
+    def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg=None):
+        self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+        self._shape = None
+
+    def __repr__(self) -> str:
+        return f"UOp({self.op.name}, {self.dtype}, arg={self.arg!r}, src=({', '.join(s.op.name for s in self.src)}))"
+
+    def __reduce__(self):   # pickling (for the JIT's and the compile cache's keys) rebuilds through the cache
+        return UOp, (self.op, self.dtype, self.src, self.arg)
+
+    # ---- graph helpers ----
+    def toposort(self) -> list[UOp]:
+        """Every node reachable from self, each after all of its sources."""
+        order, seen, stack = [], set(), [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if node in seen:
+                continue
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((s, False) for s in reversed(node.src) if s not in seen)
+        return order
+
+    def replace(self, **changes) -> UOp:
+        fields = dict(op=self.op, dtype=self.dtype, src=self.src, arg=self.arg) | changes
+        return UOp(fields["op"], fields["dtype"], fields["src"], fields["arg"])
+
+    # ---- shapes (tensor graph nodes only) ----
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._shape is None:
+            self._shape = _shape_of(self)
+        return self._shape
+
+    @property
+    def device(self) -> str:
+        node = self
+        while True:
+            if node.op is Ops.BUFFER:
+                return node.arg[0].device
+            if node.op in (Ops.DEVICE, Ops.COPY):
+                return node.arg
+            node = node.src[0]
+
+    @property
+    def base(self) -> UOp:
+        """The node under any movement ops."""
+        node = self
+        while node.op in GroupOp.MOVEMENT:
+            node = node.src[0]
+        return node
+
+    # ---- building (used by the tensor layer and the codegen alike) ----
+    def alu(self, op: Ops, *others: UOp) -> UOp:
+        out_dtype = dtypes.bool if op in GroupOp.COMPARISON else (others[-1].dtype if op is Ops.WHERE else self.dtype)
+        return UOp(op, out_dtype, (self,) + others)
+
+    def cast(self, dtype: DType) -> UOp:
+        return self if dtype == self.dtype else UOp(Ops.CAST, dtype, (self,))
+
+    def bitcast(self, dtype: DType) -> UOp:
+        return UOp(Ops.BITCAST, dtype, (self,))
+
+    def const_like(self, value) -> UOp:
+        return UOp.const(self.dtype, value, self.device).broadcast_to(self.shape)
+
+    # arithmetic on graph nodes (gradient.py reads like the math with these); numbers become broadcast constants
+    def _operand(self, x) -> UOp:
+        return x if isinstance(x, UOp) else self.const_like(x)
+
+    def __add__(self, x): return self.alu(Ops.ADD, self._operand(x))          # noqa: E704
+    def __radd__(self, x): return self._operand(x).alu(Ops.ADD, self)         # noqa: E704
+    def __sub__(self, x): return self.alu(Ops.SUB, self._operand(x))          # noqa: E704
+    def __rsub__(self, x): return self._operand(x).alu(Ops.SUB, self)         # noqa: E704
+    def __mul__(self, x): return self.alu(Ops.MUL, self._operand(x))          # noqa: E704
+    def __rmul__(self, x): return self._operand(x).alu(Ops.MUL, self)         # noqa: E704
+    def __neg__(self): return self.alu(Ops.NEG)                               # noqa: E704
+    def __truediv__(self, x): return self * self._operand(x).alu(Ops.RECIP)   # noqa: E704
+    def lt(self, x): return self.alu(Ops.CMPLT, self._operand(x))             # noqa: E704
+    def ne(self, x): return self.alu(Ops.CMPNE, self._operand(x))             # noqa: E704
+
+    def where(self, a, b) -> UOp:
+        a = a if isinstance(a, UOp) else UOp.const(b.dtype if isinstance(b, UOp) else dtypes.default_float, a,
+                                                   self.device).broadcast_to(self.shape)
+        b = b if isinstance(b, UOp) else a.const_like(b)
+        return self.alu(Ops.WHERE, a, b)
+
+    @staticmethod
+    def const(dtype: DType, value, device: str) -> UOp:
+        from tinygrad_core.dtype import truncate_value
+        return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), truncate_value(value, dtype))
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> UOp:
+        if self.shape == tuple(shape):
+            return self
+        node = self.reshape((1,) * (len(shape) - len(self.shape)) + self.shape) if len(self.shape) != len(shape) else self
+        return node.expand(tuple(shape))
+
+    def reshape(self, shape):
+        return self if self.shape == tuple(shape) else UOp(Ops.RESHAPE, self.dtype, (self,), tuple(shape))
+
+    def permute(self, order):
+        return self if tuple(order) == tuple(range(len(order))) else UOp(Ops.PERMUTE, self.dtype, (self,), tuple(order))
+
+    def expand(self, shape):
+        return self if self.shape == tuple(shape) else UOp(Ops.EXPAND, self.dtype, (self,), tuple(shape))
+
+    def pad(self, padding):
+        return self if all(p == (0, 0) for p in padding) else UOp(Ops.PAD, self.dtype, (self,), tuple(padding))
+
+    def shrink(self, bounds):
+        return self if all(b == (0, s) for b, s in zip(bounds, self.shape)) else \
+            UOp(Ops.SHRINK, self.dtype, (self,), tuple(bounds))
+
+    def flip(self, axes):
+        return self if not axes else UOp(Ops.FLIP, self.dtype, (self,), tuple(sorted(axes)))
+
+    def reduce(self, op: Ops, axes):
+        axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape else ()
+        return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
+
+
+def _shape_of(u: UOp) -> tuple[int, ...]:
+    op, arg = u.op, u.arg
+    if op is Ops.BUFFER:
+        return (arg[0].size,)
+    if op is Ops.LOAD:        # a buffer argument inside a kernel AST; arg = its size
+        return (arg,)
+    if op in (Ops.CONST, Ops.DEVICE):
+        return ()
+    if op in (Ops.RESHAPE, Ops.EXPAND):
+        return arg
+    src_shape = u.src[0].shape
+    if op is Ops.PERMUTE:
+        return tuple(src_shape[i] for i in arg)
+    if op is Ops.PAD:
+        return tuple(s + before + after for s, (before, after) in zip(src_shape, arg))
+    if op is Ops.SHRINK:
+        return tuple(end - start for start, end in arg)
+    if op is Ops.REDUCE_AXIS:
+        return tuple(1 if i in arg[1] else s for i, s in enumerate(src_shape))
+    if op is Ops.ASSIGN:
+        return u.src[0].shape
+    return src_shape
+
+
+def identity_element(op: Ops, dtype: DType):
+    """What a reduce's accumulator starts at."""
+    if op is Ops.ADD:
+        return False if dtype == dtypes.bool else 0
+    if op is Ops.MUL:
+        return True if dtype == dtypes.bool else 1
+    if op is Ops.MAX:
+        return dtypes.min(dtype)
+    raise ValueError(f"{op} is not a reduce op; use Ops.ADD, Ops.MUL or Ops.MAX")

@@ -1,0 +1,33 @@
+"""Renderer: turns a linear kernel program (a list of UOps) into source for one backend.
+
+A renderer is mostly a declaration of what its hardware has (capability fields) plus `render`. Ops missing from
+`code_for_op` are rewritten by the core (codegen/decompose.py); dtypes missing from `supported_dtypes` are refused
+before any kernel is built."""
+from __future__ import annotations
+from tinygrad_core.dtype import ALL, DType
+from tinygrad_core.ops import Ops, UOp
+
+
+class Renderer:
+    device: str = ""
+    has_local: bool = False            # thread groups (SPECIAL lidx*) exist
+    has_shared: bool = False           # group-shared memory exists
+    global_max: tuple[int, ...] | None = None
+    local_max: tuple[int, ...] | None = None
+    shared_max: int = 0
+    supports_float4: bool = False
+    supported_dtypes: frozenset[DType] = frozenset(ALL)
+    code_for_op: dict = {}             # op -> how to render it (its keys are what the renderer supports)
+    max_upcast: int = 1                # how many outputs one thread may compute (register tile size)
+    max_unroll: int = 1                # how far reduce loops may be unrolled
+    default_local_size: int = 1        # threads per group (has_local renderers)
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        raise NotImplementedError
+
+
+def program_signature(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:
+    """The kernel's buffer arguments (in position order) and its int arguments (DEFINE_VARs)."""
+    globals_ = sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+    variables = [u for u in uops if u.op is Ops.DEFINE_VAR]
+    return globals_, variables

@@ -1,0 +1,196 @@
+"""Lazy graph -> list of kernels. Every fusion decision lives here, and only here.
+
+A kernel computes one node ("a realize point") into a buffer of its own. Elementwise and movement ops fuse into the
+loads of whoever uses them; a reduce fuses with the elementwise ops before it and after it. A reduce is cut into
+its own kernel when its result is broadcast (EXPAND) or used by several nodes: fusing it there would recompute
+the whole reduction for every element that reads it."""
+from __future__ import annotations
+from dataclasses import dataclass
+import weakref
+from tinygrad_core.device import Buffer
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.helpers import prod
+from tinygrad_core.ops import Ops, UOp, GroupOp
+
+
+@dataclass
+class ScheduleItem:
+    ast: UOp                 # SINK(STORE(DEFINE_GLOBAL 0, value)) for a kernel; the COPY node for a transfer
+    bufs: list[Buffer]       # output first, then the inputs in DEFINE_GLOBAL order
+    node: UOp                # the graph node this item computes (for DEBUG output and graph dumps)
+
+
+# every node that has been computed, mapped to the buffer view that holds its value (while the node lives)
+realized: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def buffer_uop(buf: Buffer, version: int = 0) -> UOp:
+    """The graph leaf for a buffer. Writing a buffer (ASSIGN) bumps the version, so graphs built afterwards are new
+    nodes and can never be answered from `realized` with the value from before the write."""
+    return UOp(Ops.BUFFER, buf.dtype, (), (buf, version))
+
+
+def buffer_of(u: UOp) -> Buffer | None:
+    """The Buffer holding u's value when u is a plain (contiguous, whole) view of one, else None."""
+    u = realized.get(u, u)
+    if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER:
+        u = u.src[0]
+    return u.arg[0] if u.op is Ops.BUFFER else None
+
+
+def _resolve(u: UOp) -> UOp:
+    return realized.get(u, u)
+
+
+def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
+    outs = [_resolve(u) for u in outs]
+    roots: list[UOp] = []
+    is_root: set[UOp] = set()
+
+    def make_root(u: UOp):
+        if u not in is_root:
+            is_root.add(u)
+            roots.append(u)
+
+    # who uses what (within the part of the graph that isn't computed yet), and a dependency order
+    children: dict[UOp, set[UOp]] = {}
+    order: list[UOp] = []
+    seen: set[UOp] = set()
+    stack = [(u, False) for u in outs]
+    while stack:
+        u, expanded = stack.pop()
+        if expanded:
+            order.append(u)
+            continue
+        if u in seen:
+            continue
+        seen.add(u)
+        stack.append((u, True))
+        for s in u.src:
+            s = _resolve(s)
+            children.setdefault(s, set()).add(u)
+            if s.op is not Ops.BUFFER and s not in seen:
+                stack.append((s, False))
+
+    for u in outs:
+        if buffer_of(u) is None and u.op is not Ops.BUFFER:
+            make_root(u)
+    for u in order:
+        if u.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN):
+            make_root(u)
+        if u.op is Ops.COPY:
+            for s in map(_resolve, u.src):
+                if buffer_of(s) is None:
+                    make_root(s)
+
+    # walk each kernel's graph; a reduce seen through an EXPAND (or with several users) becomes a kernel of its own
+    done = 0
+    while done < len(roots):
+        root = roots[done]
+        done += 1
+        walked: set = set()
+        stack = [(s, False) for s in _kernel_inputs(root)]
+        while stack:
+            u, expanded = stack.pop()
+            u = _resolve(u)
+            if (u, expanded) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in is_root and u is not root):
+                continue
+            walked.add((u, expanded))
+            if u.op is Ops.REDUCE_AXIS and (expanded or len(children.get(u, ())) > 1):
+                make_root(u)
+                continue
+            stack.extend((s, expanded or u.op is Ops.EXPAND) for s in u.src)
+        if root.op is Ops.ASSIGN:
+            _guard_assign(root, make_root)
+
+    # kernels run in dependency order: a root after every root it reads
+    position = {u: i for i, u in enumerate(order)}
+    roots.sort(key=lambda u: position[u])
+    items = []
+    for root in roots:
+        out = Buffer(root.device, prod(root.shape), root.dtype) if root.op is not Ops.ASSIGN else None
+        item = _make_item(root, out, is_root)
+        if item is not None:
+            items.append(item)
+        target = item.bufs[0] if item is not None else out
+        version = _resolve(root.src[0]).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
+        realized[root] = buffer_uop(target, version).reshape(root.shape)
+    return items
+
+
+def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:
+    if root.op is Ops.ASSIGN:
+        return (root.src[1],)
+    return root.src if root.op is not Ops.COPY else ()
+
+
+def _guard_assign(root: UOp, make_root):
+    """x.assign(f(x)) is safe when f reads x only at the element being written; otherwise compute f(x) first."""
+    target_base = root.src[0].base
+    for u in root.src[1].toposort():
+        if any(s.base is target_base and s is not root.src[0] for s in u.src):
+            make_root(_resolve(root.src[1]))
+            return
+
+
+def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem | None:
+    if root.op is Ops.ASSIGN:
+        target = buffer_of(root.src[0])
+        if target is None:
+            raise RuntimeError(f"assign target must be a realized tensor, got a {root.src[0].op.name} graph; "
+                               f"call .realize() on it first")
+        out = target
+    if out.size == 0:
+        return None
+    if root.op is Ops.COPY:
+        inputs = [buffer_of(_resolve(s)) for s in root.src]
+        return ScheduleItem(root, [out] + inputs, root)
+    bufs: list[Buffer] = [out]
+    globals_by_buffer: dict = {}
+    memo: dict[UOp, UOp] = {}
+
+    def load(buf: Buffer) -> UOp:
+        if buf not in globals_by_buffer:
+            globals_by_buffer[buf] = UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), len(bufs))
+            bufs.append(buf)
+        return UOp(Ops.LOAD, buf.dtype, (globals_by_buffer[buf],), buf.size)
+
+    def to_ast(u: UOp) -> UOp:
+        if u in memo:
+            return memo[u]
+        r = _resolve(u)
+        if r.op is Ops.BUFFER:
+            made = load(r.arg[0])
+        elif r is not u:
+            made = to_ast(r)
+        elif u in is_root and u is not root:
+            raise AssertionError("a realize point must be realized before its users")
+        elif u.op is Ops.CONST:
+            made = UOp(Ops.CONST, u.dtype, (), u.arg)
+        elif u.op is Ops.CUSTOM:       # a custom op's value is its forward graph; the rest is for gradients
+            made = to_ast(u.src[0])
+        else:
+            made = u.replace(src=tuple(to_ast(s) for s in u.src))
+        memo[u] = made
+        return made
+
+    value = root.src[1] if root.op is Ops.ASSIGN else root
+    if root.op is Ops.ASSIGN and root.src[1] in is_root and _resolve(root.src[1]) is root.src[1]:
+        raise AssertionError("assign value must be realized first")
+    body = to_ast(value.src[0]) if value.op is Ops.CONTIGUOUS else to_ast(value)
+    if body.op is Ops.LOAD:          # a plain copy still needs a shape to index it
+        body = body.reshape(value.shape)
+    out_global = UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0)
+    ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out_global, body)),))
+    return ScheduleItem(ast, bufs, root)
+
+
+def graph_roots_in_order(items: list[ScheduleItem]) -> str:
+    """A text view of a schedule (DEBUG >= 3)."""
+    lines = []
+    for i, item in enumerate(items):
+        kind = item.ast.op.name if item.ast.op is not Ops.SINK else "KERNEL"
+        ops = sorted({u.op.name for u in item.ast.toposort() if u.op in GroupOp.ALU or u.op is Ops.REDUCE_AXIS})
+        lines.append(f"  [{i}] {kind} -> {item.node.shape} {item.node.dtype.name}  reads {len(item.bufs) - 1} "
+                     f"buffers  ops: {' '.join(ops)}")
+    return "\n".join(lines)

@@ -1,0 +1,1086 @@
+"""Tensor: the user-facing array. Every method here is composed from the primitive ops in ops.py.
+
+Nothing is computed until realize()/numpy()/tolist()/item(): methods only build a UOp graph, which schedule.py cuts
+into kernels. Neural-network ops (conv, pooling, losses) live in nn_ops.py and are mixed in below."""
+from __future__ import annotations
+import contextlib
+import math
+import weakref
+import numpy as np
+from tinygrad_core.device import Buffer, Device
+from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32
+from tinygrad_core.gradient import compute_gradient
+from tinygrad_core.helpers import argfix, prod
+from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
+from tinygrad_core.engine.realize import run_schedule
+from tinygrad_core.nn_ops import NNOps
+
+
+class _Switch:
+    """A global flag that reads as a bool and works as a context manager: `with Tensor.no_grad(): ...`."""
+
+    def __init__(self, value: bool):
+        self.value = value
+
+    def __bool__(self):
+        return self.value
+
+    @contextlib.contextmanager
+    def __call__(self, mode: bool = True):
+        old, self.value = self.value, mode
+        try:
+            yield
+        finally:
+            self.value = old
+
+
+def _broadcast_shape(*shapes) -> tuple[int, ...]:
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for sizes in zip(*padded):
+        non_one = {s for s in sizes if s != 1}
+        if len(non_one) > 1:
+            raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together "
+                             f"(sizes {sorted(non_one)} clash in one dimension); reshape one of them")
+        out.append(non_one.pop() if non_one else 1)
+    return tuple(out)
+
+
+class Tensor(NNOps):
+    """A lazily evaluated n-dimensional array with automatic differentiation."""
+    training = _Switch(False)
+    no_grad = _Switch(False)
+    _seed: int = 0
+    _rng_counter: int = 0
+    _grad_tensors: weakref.WeakSet = weakref.WeakSet()     # tensors with requires_grad=True, for backward()
+
+    def __init__(self, data, device: str | None = None, dtype: DType | str | None = None,
+                 requires_grad: bool | None = None):
+        dtype = to_dtype(dtype) if dtype is not None else None
+        device = Device.canonicalize(device)
+        if isinstance(data, UOp):
+            uop = data
+        elif isinstance(data, Tensor):
+            uop = data.uop if dtype is None else data.uop.cast(dtype)
+        elif isinstance(data, (bool, int, float)):
+            uop = UOp.const(dtype or dtypes.from_py(data), data, device)
+        elif data is None:
+            uop = _buffer_from_numpy(np.zeros((0,), dtype=(dtype or dtypes.default_float).np), dtype or
+                                     dtypes.default_float, device)
+        else:
+            if isinstance(data, (list, tuple)):
+                inferred = dtype or dtypes.from_py(data)
+                array = np.array(data, dtype=np.float32 if inferred == dtypes.bfloat16 else inferred.np)
+            elif isinstance(data, np.ndarray):
+                array = data
+            else:
+                raise TypeError(f"can't make a Tensor from {type(data).__name__}; pass a list, a numpy array, a "
+                                f"number or a Tensor")
+            if array.dtype == np.float64 and dtype is None and not isinstance(data, np.ndarray):
+                array = array.astype(np.float32)
+            uop = _buffer_from_numpy(array, dtype or dtypes.from_np(array.dtype), device)
+        self.uop: UOp = uop
+        self.grad: Tensor | None = None
+        self.requires_grad: bool | None = None
+        self.requires_grad_(requires_grad)
+
+    # ---- basic properties ----
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.uop.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def device(self) -> str:
+        return self.uop.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        return self.numel() * self.element_size()
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"<Tensor {self.shape} {self.dtype} on {self.device}{' requires_grad' if self.requires_grad else ''}>"
+
+    def __hash__(self):
+        return id(self)
+
+    def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
+        self.requires_grad = requires_grad
+        if requires_grad:
+            Tensor._grad_tensors.add(self)
+        return self
+
+    # ---- evaluation ----
+    def realize(self, *others: Tensor) -> Tensor:
+        Tensor.realize_all(self, *others)
+        return self
+
+    @staticmethod
+    def realize_all(*tensors: Tensor):
+        run_schedule(create_schedule([t.uop for t in tensors]))
+        for t in tensors:
+            t.uop = realized.get(t.uop, t.uop)
+
+    def schedule(self) -> list:
+        """The kernels realize() would run, without running them."""
+        return create_schedule([self.uop])
+
+    def numpy(self) -> np.ndarray:
+        if 0 in self.shape:
+            return np.zeros(self.shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
+        self.realize()
+        buf = buffer_of(self.uop)
+        if buf is None:          # a view of a buffer that isn't the plain whole buffer: make it contiguous
+            buf = buffer_of(self.contiguous().realize().uop)
+        out = buf.numpy().reshape(self.shape)
+        return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item() needs exactly one element, this tensor has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def data(self) -> memoryview:
+        return memoryview(self.numpy())
+
+    def to(self, device: str) -> Tensor:
+        device = Device.canonicalize(device)
+        if device == self.device:
+            return self
+        out = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device))
+        out.requires_grad = self.requires_grad
+        return out
+
+    def to_(self, device: str) -> Tensor:
+        self.uop = self.to(device).uop
+        return self
+
+    def clone(self) -> Tensor:
+        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), requires_grad=self.requires_grad)
+
+    def detach(self) -> Tensor:
+        return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+
+    def contiguous(self) -> Tensor:
+        return self._unary(Ops.CONTIGUOUS)
+
+    def contiguous_backward(self) -> Tensor:
+        return self
+
+    def assign(self, x) -> Tensor:
+        """Write x into this tensor's buffer (in place: other references to the tensor see the new value)."""
+        x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
+        if x.shape != self.shape:
+            raise ValueError(f"assign shape mismatch: tensor is {self.shape}, value is {x.shape}")
+        if x.dtype != self.dtype:
+            x = x.cast(self.dtype)
+        if x.device != self.device:
+            x = x.to(self.device)
+        if buffer_of(self.uop) is None:
+            self.uop = x.uop
+        else:
+            self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+        return self
+
+    # ---- creation ----
+    @staticmethod
+    def empty(*shape, device=None, dtype=None, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        dtype = to_dtype(dtype or dtypes.default_float)
+        device = Device.canonicalize(device)
+        return Tensor(buffer_uop(Buffer(device, prod(shape), dtype)).reshape(shape), **kwargs)
+
+    @staticmethod
+    def full(shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
+        shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if any(not isinstance(s, int) or s < 0 for s in shape):
+            raise ValueError(f"shape must be non-negative ints, got {shape}")
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+        const = UOp.const(dtype, fill_value, Device.canonicalize(device))
+        return Tensor(const.broadcast_to(shape), **kwargs)
+
+    @staticmethod
+    def zeros(*shape, **kwargs) -> Tensor:
+        return Tensor.full(argfix(*shape), 0.0, **{"dtype": dtypes.default_float} | kwargs)
+
+    @staticmethod
+    def ones(*shape, **kwargs) -> Tensor:
+        return Tensor.full(argfix(*shape), 1.0, **{"dtype": dtypes.default_float} | kwargs)
+
+    @staticmethod
+    def arange(start, stop=None, step=1, device=None, dtype=None, **kwargs) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+        n = max(0, math.ceil((stop - start) / step))
+        # the values are made on the host and uploaded: a constant table, not a computation
+        values = start + step * np.arange(n, dtype=np.float64)
+        return Tensor(values.astype(np.float32 if dtype == dtypes.bfloat16 else dtype.np), device=device, dtype=dtype,
+                      **kwargs)
+
+    @staticmethod
+    def linspace(start, stop, steps: int, device=None, dtype=None, **kwargs) -> Tensor:
+        dtype = to_dtype(dtype or dtypes.default_float)
+        if steps == 1:
+            return Tensor([start], device=device, dtype=dtype, **kwargs)
+        return (Tensor.arange(steps, device=device, dtype=dtypes.float32) * ((stop - start) / (steps - 1)) +
+                start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+
+    @staticmethod
+    def eye(n: int, m: int | None = None, device=None, dtype=None, **kwargs) -> Tensor:
+        m = n if m is None else m
+        rows = Tensor.arange(n, device=device).reshape(n, 1)
+        cols = Tensor.arange(m, device=device).reshape(1, m)
+        return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
+            kwargs.get("requires_grad"))
+
+    def full_like(self, fill_value, **kwargs) -> Tensor:
+        return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device} | kwargs)
+
+    def zeros_like(self, **kwargs) -> Tensor:
+        return self.full_like(0, **kwargs)
+
+    def ones_like(self, **kwargs) -> Tensor:
+        return self.full_like(1, **kwargs)
+
+    def rand_like(self, **kwargs) -> Tensor:
+        return Tensor.rand(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
+
+    def randn_like(self, **kwargs) -> Tensor:
+        return Tensor.randn(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
+
+    # ---- randomness: a counter-based hash computed on the device ----
+    @staticmethod
+    def manual_seed(seed: int = 0):
+        Tensor._seed, Tensor._rng_counter = seed, 0
+
+    @staticmethod
+    def _random_bits(n: int, device) -> Tensor:
+        """n pseudo-random uint32s: a hash of (seed, position, call counter), so runs with one seed repeat."""
+        offset = Tensor._rng_counter
+        Tensor._rng_counter += n
+        x = Tensor.arange(n, device=device, dtype=dtypes.uint32) + ((offset + Tensor._seed * 0x9E3779B9) & 0xFFFFFFFF)
+        for shift, multiplier in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
+            x = x ^ (x >> shift)
+            if multiplier is not None:
+                x = x * multiplier
+        return x
+
+    @staticmethod
+    def rand(*shape, device=None, dtype=None, **kwargs) -> Tensor:
+        """Uniform in [0, 1)."""
+        shape = argfix(*shape)
+        bits = Tensor._random_bits(prod(shape), Device.canonicalize(device))
+        values = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
+        return Tensor(values.reshape(shape).cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
+
+    @staticmethod
+    def randn(*shape, dtype=None, **kwargs) -> Tensor:
+        """Standard normal, by the Box-Muller transform."""
+        shape = argfix(*shape)
+        u = Tensor.rand(2, *shape, device=kwargs.pop("device", None))
+        z = (u[0] * (2 * math.pi)).cos() * (1 - u[1]).log().mul(-2).sqrt()
+        return Tensor(z.cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
+
+    @staticmethod
+    def randint(*shape, low=0, high=10, device=None, dtype=dtypes.int32, **kwargs) -> Tensor:
+        if high <= low:
+            raise ValueError(f"randint needs low < high, got low={low}, high={high}")
+        return (Tensor.rand(*shape, device=device) * (high - low) + low).floor().cast(to_dtype(dtype)).requires_grad_(
+            kwargs.get("requires_grad"))
+
+    @staticmethod
+    def uniform(*shape, low=0.0, high=1.0, dtype=None, **kwargs) -> Tensor:
+        requires_grad = kwargs.pop("requires_grad", None)
+        out = (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(to_dtype(dtype or dtypes.default_float))
+        return out.requires_grad_(requires_grad)
+
+    @staticmethod
+    def normal(*shape, mean=0.0, std=1.0, **kwargs) -> Tensor:
+        requires_grad = kwargs.pop("requires_grad", None)
+        return (Tensor.randn(*shape, **kwargs) * std + mean).requires_grad_(requires_grad)
+
+    @staticmethod
+    def scaled_uniform(*shape, **kwargs) -> Tensor:
+        return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
+
+    @staticmethod
+    def glorot_uniform(*shape, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_normal(*shape, a: float = 0.01, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    # ---- autograd ----
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Compute d(self)/d(t) for every tensor t with requires_grad=True that self depends on; add it to t.grad."""
+        if gradient is None:
+            if self.shape != () and self.numel() != 1:
+                raise RuntimeError(f"backward() on a tensor of shape {self.shape} needs a gradient of that shape: "
+                                   f"reduce it to a scalar first (e.g. loss.sum()) or pass gradient=")
+            gradient = Tensor(1.0, device=self.device, dtype=self.dtype).reshape(self.shape)
+        if gradient.shape != self.shape:
+            raise ValueError(f"gradient shape {gradient.shape} doesn't match tensor shape {self.shape}")
+        in_graph = set(self.uop.toposort())
+        targets = [t for t in list(Tensor._grad_tensors) if t.uop in in_graph]
+        if not targets:
+            raise RuntimeError("backward(): nothing in this graph requires a gradient; create the inputs with "
+                               "requires_grad=True (or call .requires_grad_())")
+        grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
+        for t in targets:
+            if (g := grads.get(t.uop)) is None:
+                continue
+            g = Tensor(g)
+            t.grad = g if t.grad is None else t.grad + g
+        return self
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """d(self)/d(target) for each target, as new tensors (nothing is stored in .grad)."""
+        seed = gradient if gradient is not None else Tensor(1.0, device=self.device, dtype=self.dtype)
+        grads = compute_gradient(self.uop, seed.uop, {t.uop for t in targets})
+        return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
+
+    # ---- elementwise building blocks ----
+    def _unary(self, op: Ops) -> Tensor:
+        return Tensor(UOp(op, self.dtype, (self.uop,)))
+
+    def _to_operand(self, x, reverse: bool = False) -> tuple[Tensor, Tensor]:
+        """Make (self, x) the same dtype and shape, numpy style; Python numbers adapt to the tensor's dtype."""
+        if isinstance(x, Tensor):
+            dtype = least_upper_dtype(self.dtype, x.dtype)
+            if x.device != self.device:
+                raise ValueError(f"tensors are on different devices ({self.device} and {x.device}); move one with .to()")
+        else:
+            if not isinstance(x, (int, float, bool)):
+                x = Tensor(x, device=self.device)
+                return self._to_operand(x, reverse)
+            dtype = self.dtype
+            if isinstance(x, float) and not dtypes.is_float(dtype):
+                dtype = dtypes.default_float
+            elif isinstance(x, int) and not isinstance(x, bool) and dtype == dtypes.bool:
+                dtype = dtypes.default_int
+            x = Tensor(UOp.const(dtype, x, self.device))
+        a, b = self.cast(dtype), x.cast(dtype)
+        shape = _broadcast_shape(a.shape, b.shape)
+        a, b = a._broadcast_to(shape), b._broadcast_to(shape)
+        return (b, a) if reverse else (a, b)
+
+    def _binary(self, op: Ops, x, reverse: bool = False) -> Tensor:
+        a, b = self._to_operand(x, reverse)
+        return Tensor(a.uop.alu(op, b.uop))
+
+    def _broadcast_to(self, shape) -> Tensor:
+        if self.shape == tuple(shape):
+            return self
+        return Tensor(self.uop.broadcast_to(tuple(shape)))
+
+    def cast(self, dtype) -> Tensor:
+        dtype = to_dtype(dtype)
+        return self if dtype == self.dtype else Tensor(self.uop.cast(dtype))
+
+    def bitcast(self, dtype) -> Tensor:
+        dtype = to_dtype(dtype)
+        if dtype.itemsize != self.dtype.itemsize:
+            raise ValueError(f"bitcast needs the same item size: {self.dtype} is {self.dtype.itemsize} bytes, "
+                             f"{dtype} is {dtype.itemsize}")
+        return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
+
+    def float(self) -> Tensor: return self.cast(dtypes.float32)     # noqa: E704
+    def half(self) -> Tensor: return self.cast(dtypes.float16)      # noqa: E704
+    def double(self) -> Tensor: return self.cast(dtypes.float64)    # noqa: E704
+    def int(self) -> Tensor: return self.cast(dtypes.int32)         # noqa: E704
+    def long(self) -> Tensor: return self.cast(dtypes.int64)        # noqa: E704
+    def bool(self) -> Tensor: return self.cast(dtypes.bool)         # noqa: E704
+    def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)  # noqa: E704
+
+    def _float(self) -> Tensor:
+        """Math functions on ints compute in the default float type."""
+        return self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+
+    # ---- arithmetic ----
+    def add(self, x, reverse=False) -> Tensor: return self._binary(Ops.ADD, x, reverse)   # noqa: E704
+    def mul(self, x, reverse=False) -> Tensor: return self._binary(Ops.MUL, x, reverse)   # noqa: E704
+
+    def sub(self, x, reverse=False) -> Tensor:
+        a, b = self._to_operand(x, reverse)
+        return Tensor(a.uop.alu(Ops.SUB, b.uop))
+
+    def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+        a, b = self._to_operand(x, reverse)
+        if rounding_mode == "trunc":
+            return a.idiv(b) if dtypes.is_int(a.dtype) else (a / b).trunc()
+        if rounding_mode == "floor":
+            return a.floordiv(b)
+        a, b = a._float(), b._float()
+        return Tensor(a.uop.alu(Ops.MUL, b.uop.alu(Ops.RECIP)))
+
+    def idiv(self, x, reverse=False) -> Tensor:
+        """Integer division rounding toward zero (C style)."""
+        a, b = self._to_operand(x, reverse)
+        if not dtypes.is_int(a.dtype):
+            raise TypeError(f"idiv is for integer tensors, got {a.dtype}; use / or floordiv")
+        return Tensor(a.uop.alu(Ops.IDIV, b.uop))
+
+    def floordiv(self, x, reverse=False) -> Tensor:
+        """Division rounding down, as Python's // does."""
+        a, b = self._to_operand(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return (a / b).floor()
+        q = a.idiv(b)
+        return ((a.mod_trunc(b) != 0) & ((a < 0) != (b < 0))).where(q - 1, q)
+
+    def mod_trunc(self, x) -> Tensor:
+        a, b = self._to_operand(x)
+        return Tensor(a.uop.alu(Ops.MOD, b.uop))
+
+    def mod(self, x, reverse=False) -> Tensor:
+        """Remainder with the sign of the divisor, as Python's % does."""
+        a, b = self._to_operand(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return a - b * (a / b).floor()
+        r = a.mod_trunc(b)
+        return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+
+    def pow(self, x, reverse=False) -> Tensor:
+        base, exponent = self._to_operand(x, reverse)
+        if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+            if x == 2:
+                return self * self
+            if x == 0.5:
+                return self.sqrt()
+            if x == -1:
+                return self.reciprocal()
+            if x == int(x) and 0 <= x <= 8 and dtypes.is_int(self.dtype):
+                out = self.ones_like()
+                for _ in range(int(x)):
+                    out = out * self
+                return out
+        base, exponent = base._float(), exponent._float()
+        # |b|^e = 2^(e*log2|b|); a negative base with an odd integer exponent is negative, with a fraction NaN
+        magnitude = (exponent * base.abs().log2()).exp2()
+        is_int_exp = exponent == exponent.trunc()
+        odd = is_int_exp & ((exponent.abs() * 0.5) != (exponent.abs() * 0.5).trunc())
+        signed = (base < 0).where(is_int_exp.where(odd.where(-magnitude, magnitude), math.nan), magnitude)
+        return ((base == 0) & (exponent == 0)).where(1.0, signed).cast(base.dtype)
+
+    def maximum(self, x) -> Tensor:
+        return self._binary(Ops.MAX, x)
+
+    def minimum(self, x) -> Tensor:
+        a, b = self._to_operand(x)
+        return -((-a).maximum(-b)) if not dtypes.is_unsigned(a.dtype) and a.dtype != dtypes.bool else \
+            (a < b).where(a, b)
+
+    def where(self, x, y) -> Tensor:
+        cond = self if self.dtype == dtypes.bool else self != 0
+        if isinstance(x, Tensor) or isinstance(y, Tensor):
+            ref = x if isinstance(x, Tensor) else y
+            x, y = ref._to_operand(x if isinstance(x, Tensor) else x)[1], ref._to_operand(y)[1]
+            x, y = x._to_operand(y)
+        else:
+            dtype = dtypes.from_py([x, y])
+            x, y = Tensor(x, device=self.device, dtype=dtype), Tensor(y, device=self.device, dtype=dtype)
+        shape = _broadcast_shape(cond.shape, x.shape, y.shape)
+        cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+        return Tensor(UOp(Ops.WHERE, x.dtype, (cond.uop, x.uop, y.uop)))
+
+    # ---- comparisons and logic ----
+    def _cmp(self, op, x, reverse=False) -> Tensor:
+        a, b = self._to_operand(x, reverse)
+        return Tensor(a.uop.alu(op, b.uop))
+
+    def __lt__(self, x): return self._cmp(Ops.CMPLT, x)                   # noqa: E704
+    def __gt__(self, x): return self._cmp(Ops.CMPLT, x, reverse=True)     # noqa: E704
+    def __ge__(self, x): return (self < x).logical_not()                  # noqa: E704
+    def __le__(self, x): return (self > x).logical_not()                  # noqa: E704
+    def __ne__(self, x): return self._cmp(Ops.CMPNE, x)                   # noqa: E704
+    def __eq__(self, x): return (self != x).logical_not()                 # noqa: E704
+
+    def logical_not(self) -> Tensor:
+        return self.cast(dtypes.bool)._binary(Ops.XOR, True)
+
+    def bitwise_and(self, x) -> Tensor:
+        return self._binary(Ops.AND, x)
+
+    def bitwise_or(self, x) -> Tensor:
+        return self._binary(Ops.OR, x)
+
+    def bitwise_xor(self, x) -> Tensor:
+        return self._binary(Ops.XOR, x)
+
+    def bitwise_not(self) -> Tensor:
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        return self ^ (-1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
+
+    def lshift(self, x: int) -> Tensor:
+        return self._binary(Ops.SHL, x)
+
+    def rshift(self, x: int) -> Tensor:
+        return self._binary(Ops.SHR, x)
+
+    def isnan(self) -> Tensor:
+        return self != self
+
+    def isinf(self, detect_positive=True, detect_negative=True) -> Tensor:
+        return ((self == math.inf) & detect_positive) | ((self == -math.inf) & detect_negative)
+
+    def isfinite(self) -> Tensor:
+        return (self.isinf() | self.isnan()).logical_not()
+
+    # ---- unary math ----
+    def neg(self) -> Tensor:
+        return self.logical_not() if self.dtype == dtypes.bool else self._unary(Ops.NEG)
+
+    def exp2(self) -> Tensor: return self._float()._unary(Ops.EXP2)               # noqa: E704
+    def log2(self) -> Tensor: return self._float()._unary(Ops.LOG2)               # noqa: E704
+    def exp(self) -> Tensor: return self._float().mul(1 / math.log(2)).exp2()     # noqa: E704
+    def log(self) -> Tensor: return self._float().log2().mul(math.log(2))         # noqa: E704
+    def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
+    def cos(self) -> Tensor: return ((math.pi / 2) - self._float()).sin()         # noqa: E704
+    def tan(self) -> Tensor: return self.sin() / self.cos()                        # noqa: E704
+    def sqrt(self) -> Tensor: return self._float()._unary(Ops.SQRT)               # noqa: E704
+    def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()                    # noqa: E704
+    def reciprocal(self) -> Tensor: return self._float()._unary(Ops.RECIP)        # noqa: E704
+    def trunc(self) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._unary(Ops.TRUNC)  # noqa
+    def square(self) -> Tensor: return self * self                                # noqa: E704
+
+    def floor(self) -> Tensor:
+        t = self.trunc()
+        return (self < t).where(t - 1, t) if dtypes.is_float(self.dtype) else self
+
+    def ceil(self) -> Tensor:
+        t = self.trunc()
+        return (self > t).where(t + 1, t) if dtypes.is_float(self.dtype) else self
+
+    def round(self) -> Tensor:
+        """Round half to even, as numpy and PyTorch do."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        b = self.trunc()
+        frac = self - b
+        half_even = ((b * 0.5).trunc() * 2 == b)
+        up = (frac.abs() > 0.5) | ((frac.abs() == 0.5) & half_even.logical_not())
+        return up.where(b + self.sign(), b)
+
+    def abs(self) -> Tensor:
+        if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+            return self
+        return (self < 0).where(-self, self)
+
+    def sign(self) -> Tensor:
+        return (self < 0).where(-1, (self > 0).where(1, 0)).cast(self.dtype) if self.dtype != dtypes.bool else self
+
+    def relu(self) -> Tensor:
+        return (self > 0).where(self, 0).cast(self.dtype)
+
+    def sigmoid(self) -> Tensor:
+        return (1 + (self._float() * (-1 / math.log(2))).exp2()).reciprocal()
+
+    def tanh(self) -> Tensor:
+        return 2.0 * (2.0 * self).sigmoid() - 1.0
+
+    def leakyrelu(self, neg_slope: float = 0.01) -> Tensor:
+        return (self > 0).where(self, self * neg_slope)
+
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        return (self > 0).where(self, alpha * (self.exp() - 1))
+
+    def celu(self, alpha: float = 1.0) -> Tensor:
+        return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+
+    def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor:
+        return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
+
+    def gelu(self) -> Tensor:
+        return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+
+    def quick_gelu(self) -> Tensor:
+        return self * (self * 1.702).sigmoid()
+
+    def silu(self) -> Tensor:
+        return self * self.sigmoid()
+
+    swish = silu
+
+    def relu6(self) -> Tensor:
+        return self.relu() - (self - 6).relu()
+
+    def hardswish(self) -> Tensor:
+        return self * (self + 3).relu6() * (1 / 6)
+
+    def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
+        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+
+    def softplus(self, beta: float = 1.0) -> Tensor:
+        # log(1 + e^(bx)) / b, computed without overflow for large x
+        bx = self * beta
+        return (bx.maximum(0) + (-(bx.abs())).exp().add(1).log()) * (1 / beta)
+
+    def mish(self) -> Tensor:
+        return self * self.softplus().tanh()
+
+    def softsign(self) -> Tensor:
+        return self / (1 + self.abs())
+
+    def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
+        return self.clip(min_val, max_val)
+
+    def logsigmoid(self) -> Tensor:
+        return -(-self).softplus()
+
+    def clip(self, min_=None, max_=None) -> Tensor:
+        if min_ is None and max_ is None:
+            raise ValueError("clip needs at least one of min_ and max_")
+        out = self
+        if min_ is not None:
+            out = out.maximum(min_)
+        if max_ is not None:
+            out = out.minimum(max_)
+        return out
+
+    clamp = clip
+
+    def erf(self) -> Tensor:
+        # Abramowitz and Stegun 7.1.26 (max error 1.5e-7)
+        t = 1.0 / (1.0 + 0.3275911 * self.abs())
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        return self.sign() * (1.0 - poly * (-(self * self)).exp())
+
+    def lerp(self, end: Tensor, weight) -> Tensor:
+        return self + (end - self) * weight
+
+    # ---- reductions ----
+    def _axes(self, axis) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+        out = []
+        for a in axes:
+            if not -max(self.ndim, 1) <= a < max(self.ndim, 1):
+                raise IndexError(f"axis {a} is out of range for a tensor with {self.ndim} dimensions (shape {self.shape})")
+            out.append(a % max(self.ndim, 1))
+        return tuple(out)
+
+    def _reduce(self, op: Ops, axis=None, keepdim=False) -> Tensor:
+        axes = self._axes(axis) if self.ndim else ()
+        if any(self.shape[a] == 0 for a in axes) and op is Ops.MAX:
+            raise ValueError(f"max/min over an empty axis of shape {self.shape} has no identity")
+        if any(self.shape[a] == 0 for a in axes):
+            out = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)),
+                              0 if op is Ops.ADD else 1, dtype=self.dtype, device=self.device)
+        else:
+            out = Tensor(self.uop.reduce(op, axes))
+        new_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
+        return out if keepdim else out.reshape(new_shape)
+
+    def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+        x = self
+        if dtype is not None:
+            x = x.cast(dtype)
+        elif self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype.itemsize < 4):
+            x = x.cast(dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.default_int)
+        return x._reduce(Ops.ADD, axis, keepdim)
+
+    def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+        return (self.cast(dtype) if dtype is not None else self)._reduce(Ops.MUL, axis, keepdim)
+
+    def max(self, axis=None, keepdim=False) -> Tensor:
+        return self._reduce(Ops.MAX, axis, keepdim)
+
+    def min(self, axis=None, keepdim=False) -> Tensor:
+        if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
+            return self.bitwise_not().max(axis, keepdim).bitwise_not()
+        return -((-self).max(axis, keepdim))
+
+    def mean(self, axis=None, keepdim=False) -> Tensor:
+        x = self._float()
+        count = prod(self.shape) // max(1, prod(s for i, s in enumerate(self.shape) if i not in self._axes(axis)))
+        if self.numel() == 0:
+            count = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
+        return x.sum(axis, keepdim) * (1 / count if count else math.nan)
+
+    def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
+        x = self._float()
+        squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+        n = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
+        return squares / max(0, n - correction)
+
+    def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def var_mean(self, axis=None, keepdim=False, correction=1):
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def std_mean(self, axis=None, keepdim=False, correction=1):
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def any(self, axis=None, keepdim=False) -> Tensor:
+        return self.bool().max(axis, keepdim)
+
+    def all(self, axis=None, keepdim=False) -> Tensor:
+        return self.bool().logical_not().any(axis, keepdim).logical_not()
+
+    def _arg_extreme(self, axis, keepdim, largest: bool) -> Tensor:
+        x = self if largest else -self if self.dtype != dtypes.bool else self.logical_not()
+        if axis is None:
+            return x.flatten()._arg_extreme(0, False, True).reshape(() if not keepdim else (1,) * self.ndim)
+        axis = self._axes(axis)[0]
+        n = self.shape[axis]
+        # the first index among equal maxima: count down from n, take the largest, convert back
+        countdown = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
+        is_max = x == x.max(axis, keepdim=True)
+        return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
+
+    def argmax(self, axis=None, keepdim=False) -> Tensor:
+        return self._arg_extreme(axis, keepdim, True)
+
+    def argmin(self, axis=None, keepdim=False) -> Tensor:
+        return self._arg_extreme(axis, keepdim, False)
+
+    def logsumexp(self, axis=None, keepdim=False) -> Tensor:
+        m = self.max(axis, keepdim=True).detach()
+        return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(
+            self.max(axis, keepdim).shape)
+
+    def softmax(self, axis=-1) -> Tensor:
+        e = (self._float() - self.max(axis, keepdim=True).detach()).exp()
+        return e / e.sum(axis, keepdim=True)
+
+    def log_softmax(self, axis=-1) -> Tensor:
+        shifted = self._float() - self.max(axis, keepdim=True).detach()
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        """Running sum along axis (a reduce over a lower-triangular mask: n^2 work, fine for moderate n)."""
+        axis = self._axes(axis)[0]
+        n = self.shape[axis]
+        x = self.transpose(axis, -1)
+        mask = (Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n))
+        out = (x.unsqueeze(-2) * mask.cast(x.dtype if x.dtype != dtypes.bool else dtypes.int32)).sum(-1)
+        return out.transpose(axis, -1)
+
+    def cumprod(self, axis: int = 0) -> Tensor:
+        axis = self._axes(axis)[0]
+        n = self.shape[axis]
+        x = self.transpose(axis, -1)
+        lower = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
+        return lower.where(x.unsqueeze(-2), 1).cast(x.dtype).prod(-1).transpose(axis, -1)
+
+    # ---- movement ----
+    def reshape(self, shape, *args) -> Tensor:
+        shape = argfix(shape, *args)
+        if shape.count(-1) > 1:
+            raise ValueError(f"reshape to {shape}: only one dimension can be -1")
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            if known == 0 or self.numel() % known:
+                raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape}")
+            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+        if prod(shape) != self.numel() or any(s < 0 for s in shape):
+            raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape} ({prod(shape)} elements)")
+        return self if shape == self.shape else Tensor(self.uop.reshape(shape))
+
+    def view(self, *shape) -> Tensor:
+        return self.reshape(*shape)
+
+    def permute(self, order, *args) -> Tensor:
+        order = tuple(a % max(self.ndim, 1) for a in argfix(order, *args))
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute order {order} isn't a permutation of the {self.ndim} axes of {self.shape}")
+        return Tensor(self.uop.permute(order))
+
+    def expand(self, shape, *args) -> Tensor:
+        shape = argfix(shape, *args)
+        base = (1,) * (len(shape) - self.ndim) + self.shape
+        new = tuple(b if s == -1 else s for s, b in zip(shape, base))
+        if len(shape) < self.ndim or any(b != 1 and b != s for b, s in zip(base, new)):
+            raise ValueError(f"can't expand {self.shape} to {shape}: only size-1 dimensions can grow")
+        return self._broadcast_to(new)
+
+    def pad(self, padding, value: float = 0.0, mode: str = "constant") -> Tensor:
+        """padding: ((before, after), ...) per axis, or a flat PyTorch-style (last_before, last_after, ...)."""
+        if mode != "constant":
+            raise NotImplementedError(f"pad mode {mode!r}; only 'constant' is supported")
+        if padding and all(isinstance(p, int) for p in padding):
+            flat = list(padding)
+            pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+            padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1]
+        padding = tuple((0, 0) if p is None else tuple(p) for p in padding)
+        if len(padding) != self.ndim:
+            raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape}, got {padding}")
+        if any(b < 0 or a < 0 for b, a in padding):   # negative padding crops
+            x = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape)))
+            return x.pad(tuple((max(0, b), max(0, a)) for b, a in padding), value)
+        out = Tensor(self.uop.pad(padding))
+        if value == 0:
+            return out
+        region = Tensor(UOp.const(dtypes.bool, True, self.device).broadcast_to(self.shape).pad(padding))
+        return region.where(out, value)
+
+    def shrink(self, bounds) -> Tensor:
+        bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
+        if len(bounds) != self.ndim or any(not 0 <= b <= e <= s for (b, e), s in zip(bounds, self.shape)):
+            raise ValueError(f"shrink bounds {bounds} don't fit shape {self.shape}")
+        return Tensor(self.uop.shrink(bounds))
+
+    def flip(self, axis, *args) -> Tensor:
+        axes = tuple(a % self.ndim for a in argfix(axis, *args))
+        return Tensor(self.uop.flip(axes))
+
+    def transpose(self, dim0=1, dim1=0) -> Tensor:
+        order = list(range(self.ndim))
+        order[dim0], order[dim1] = order[dim1], order[dim0]
+        return self.permute(order)
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        start, end = start_dim % self.ndim, end_dim % self.ndim
+        return self.reshape(self.shape[:start] + (prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
+
+    def unflatten(self, dim: int, sizes) -> Tensor:
+        dim = dim % self.ndim
+        return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
+
+    def squeeze(self, dim=None) -> Tensor:
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        dim = self._axes(dim)[0] if self.ndim else 0
+        return self if not self.ndim or self.shape[dim] != 1 else self.reshape(self.shape[:dim] + self.shape[dim + 1:])
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        dim = dim + self.ndim + 1 if dim < 0 else dim
+        return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
+
+    def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+        tensors = (self,) + others
+        dim = dim % self.ndim
+        for t in others:
+            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
+                raise ValueError(f"cat along dim {dim}: shapes {self.shape} and {t.shape} differ in another dim")
+        dtype = least_upper_dtype(*(t.dtype for t in tensors))
+        total, start, out = sum(t.shape[dim] for t in tensors), 0, None
+        for t in tensors:
+            padding = [(0, 0)] * self.ndim
+            padding[dim] = (start, total - start - t.shape[dim])
+            piece = t.cast(dtype).pad(tuple(padding))
+            out = piece if out is None else out + piece
+            start += t.shape[dim]
+        return out
+
+    @staticmethod
+    def stack(*tensors, dim: int = 0) -> Tensor:
+        tensors = argfix(*tensors)
+        first = tensors[0]
+        dim = dim % (first.ndim + 1)
+        return first.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
+
+    def repeat(self, repeats, *args) -> Tensor:
+        repeats = argfix(repeats, *args)
+        base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+        shape = base.shape
+        expanded = base.reshape(tuple(x for s in shape for x in (1, s))).expand(
+            tuple(x for r, s in zip(repeats, shape) for x in (r, s)))
+        return expanded.reshape(tuple(r * s for r, s in zip(repeats, shape)))
+
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        x = self.flatten() if dim is None else self
+        dim = 0 if dim is None else dim % x.ndim
+        return x.unsqueeze(dim + 1).expand(x.shape[:dim + 1] + (repeats,) + x.shape[dim + 1:]).flatten(dim, dim + 1)
+
+    def split(self, sizes, dim: int = 0) -> list[Tensor]:
+        dim = dim % self.ndim
+        if isinstance(sizes, int):
+            sizes = [min(sizes, self.shape[dim] - i) for i in range(0, max(1, self.shape[dim]), max(1, sizes))]
+        if sum(sizes) != self.shape[dim]:
+            raise ValueError(f"split sizes {list(sizes)} don't add up to {self.shape[dim]} (dim {dim} of {self.shape})")
+        out, start = [], 0
+        for size in sizes:
+            bounds = [(0, s) for s in self.shape]
+            bounds[dim] = (start, start + size)
+            out.append(self.shrink(tuple(bounds)))
+            start += size
+        return out
+
+    def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+        dim = dim % self.ndim
+        return self.split(math.ceil(self.shape[dim] / chunks), dim)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[i][j] = self[index[i][j]][j] (dim 0), as torch.gather."""
+        dim = dim % self.ndim
+        if index.ndim != self.ndim:
+            raise ValueError(f"gather: index has {index.ndim} dims, tensor has {self.ndim} ({self.shape})")
+        n = self.shape[dim]
+        x = self.shrink(tuple((0, i) if d != dim else (0, n) for d, i in enumerate(index.shape)))
+        # move dim's values to a new last axis, leaving a size-1 axis where dim was: it broadcasts against index
+        values = x.permute([d for d in range(self.ndim) if d != dim] + [dim]).unsqueeze(dim)
+        one_hot = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)
+        return one_hot.where(values, 0).sum(-1, dtype=self.dtype)
+
+    # ---- indexing ----
+    def __getitem__(self, indices) -> Tensor:
+        from tinygrad_core.indexing import getitem
+        return getitem(self, indices)
+
+    def __setitem__(self, indices, value):
+        from tinygrad_core.indexing import setitem
+        setitem(self, indices, value)
+
+    # ---- linear algebra ----
+    def dot(self, w: Tensor) -> Tensor:
+        if self.ndim == 0 or w.ndim == 0:
+            raise ValueError(f"dot needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+        k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
+        if k_self != k_w:
+            raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} differ)")
+        dtype = least_upper_dtype(self.dtype, w.dtype)
+        x = self.cast(dtype).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
+        w = w.cast(dtype)
+        w = w.reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]).transpose(-1, -min(w.ndim, 2)) \
+            if w.ndim > 1 else w
+        return (x * w).sum(-1)
+
+    def matmul(self, x: Tensor, reverse=False) -> Tensor:
+        return x.dot(self) if reverse else self.dot(x)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        x = self * weight if weight.ndim == 1 else self.dot(weight)
+        return x + bias if bias is not None else x
+
+    @staticmethod
+    def einsum(formula: str, *operands) -> Tensor:
+        from tinygrad_core.indexing import einsum
+        return einsum(formula, *argfix(*operands))
+
+    # ---- Python operators ----
+    def __neg__(self): return self.neg()                            # noqa: E704
+    def __add__(self, x): return self.add(x)                        # noqa: E704
+    def __radd__(self, x): return self.add(x, True)                 # noqa: E704
+    def __sub__(self, x): return self.sub(x)                        # noqa: E704
+    def __rsub__(self, x): return self.sub(x, True)                 # noqa: E704
+    def __mul__(self, x): return self.mul(x)                        # noqa: E704
+    def __rmul__(self, x): return self.mul(x, True)                 # noqa: E704
+    def __truediv__(self, x): return self.div(x)                    # noqa: E704
+    def __rtruediv__(self, x): return self.div(x, True)             # noqa: E704
+    def __floordiv__(self, x): return self.floordiv(x)              # noqa: E704
+    def __rfloordiv__(self, x): return self.floordiv(x, True)       # noqa: E704
+    def __mod__(self, x): return self.mod(x)                        # noqa: E704
+    def __rmod__(self, x): return self.mod(x, True)                 # noqa: E704
+    def __pow__(self, x): return self.pow(x)                        # noqa: E704
+    def __rpow__(self, x): return self.pow(x, True)                 # noqa: E704
+    def __matmul__(self, x): return self.matmul(x)                  # noqa: E704
+    def __rmatmul__(self, x): return self.matmul(x, True)           # noqa: E704
+    def __and__(self, x): return self.bitwise_and(x)                # noqa: E704
+    def __rand__(self, x): return self.bitwise_and(x)               # noqa: E704
+    def __or__(self, x): return self.bitwise_or(x)                  # noqa: E704
+    def __ror__(self, x): return self.bitwise_or(x)                 # noqa: E704
+    def __xor__(self, x): return self.bitwise_xor(x)                # noqa: E704
+    def __rxor__(self, x): return self.bitwise_xor(x)               # noqa: E704
+    def __invert__(self): return self.bitwise_not()                 # noqa: E704
+    def __lshift__(self, x): return self.lshift(x)                  # noqa: E704
+    def __rshift__(self, x): return self.rshift(x)                  # noqa: E704
+    def __iadd__(self, x): return self.assign(self + x)             # noqa: E704
+    def __isub__(self, x): return self.assign(self - x)             # noqa: E704
+    def __imul__(self, x): return self.assign(self * x)             # noqa: E704
+    def __itruediv__(self, x): return self.assign(self / x)         # noqa: E704
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous; "
+                               f"use .any() or .all()")
+        return bool(self.item())
+
+    def __float__(self): return float(self.item())                  # noqa: E704
+    def __int__(self): return int(self.item())                      # noqa: E704
+
+    # ---- transparency ----
+    def graph(self) -> str:
+        """A readable text dump of the lazy graph behind this tensor."""
+        from tinygrad_core.debug import graph_text
+        return graph_text(self.uop)
+
+    def to_dot(self) -> str:
+        """The lazy graph as Graphviz DOT source."""
+        from tinygrad_core.debug import graph_dot
+        return graph_dot(self.uop)
+
+
+def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:
+    if dtype == dtypes.bfloat16:
+        host = f32_to_bf16(np.asarray(array, dtype=np.float32))
+    else:
+        host = np.asarray(array).astype(dtype.np, copy=False)
+    buf = Buffer(device, host.size, dtype, initial=host)
+    return buffer_uop(buf).reshape(host.shape)
+
+
+class Function:
+    """A custom op with its own backward, written with Tensor ops (the seed's MySpecialAct):
+
+        class Square(Function):
+            def forward(self, x): self.x = x; return x * x
+            def backward(self, grad): return grad * 2 * self.x
+
+        y = Square.apply(x)
+    """
+
+    def forward(self, *args: Tensor, **kwargs) -> Tensor:
+        raise NotImplementedError
+
+    def backward(self, grad_output: Tensor):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *tensors: Tensor, **kwargs) -> Tensor:
+        fn = cls()
+        fn.inputs = tensors
+        out = fn.forward(*[t.detach() for t in tensors], **kwargs)
+        node = UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn)
+        return Tensor(node, requires_grad=any(t.requires_grad for t in tensors) or None)
+
+    def _backward_uops(self, g: UOp) -> tuple:
+        grads = self.backward(Tensor(g))
+        grads = grads if isinstance(grads, (tuple, list)) else (grads,)
+        return (None,) + tuple(None if gr is None else gr.uop for gr in grads)
+
+
+__all__ = ["Tensor", "Function"]
