@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)   # each dtype is a single object: identity is equality (and fast to hash)
 class DType:
     priority: int      # order in the promotion lattice (bigger wins within a kind)
     itemsize: int      # bytes per element
@@ -15,6 +15,9 @@ class DType:
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
+
+    def __reduce__(self):           # unpickle to the same single object
+        return to_dtype, (self.name,)
 
     @property
     def np(self):

@@ -17,10 +17,11 @@ def _normalize(t, indices) -> list:
     consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
     if consumed > t.ndim:
         raise IndexError(f"too many indices ({consumed}) for a tensor of shape {t.shape}")
-    if indices.count(Ellipsis) > 1:
+    ellipses = [n for n, i in enumerate(indices) if i is Ellipsis]    # `is`: == on a Tensor is elementwise
+    if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if Ellipsis in indices:
-        at = indices.index(Ellipsis)
+    if ellipses:
+        at = ellipses[0]
         return indices[:at] + [slice(None)] * (t.ndim - consumed) + indices[at + 1:]
     return indices + [slice(None)] * (t.ndim - consumed)
 
@@ -119,8 +120,8 @@ def _select(x, tensor_dims):
         if not dtypes.is_int(index.dtype):
             raise TypeError(f"index tensors must be integers, got {index.dtype}")
         index = (index < 0).where(index + n, index)    # negative indices count from the end
-        hit = index._broadcast_to(index_shape).reshape(index_shape + (1,) * k + (n,) + (1,) * (len(dims) - k - 1)) == \
-            Tensor.arange(n, device=x.device).reshape((n,) + (1,) * (len(dims) - k - 1))
+        positions = Tensor.arange(n, device=x.device).reshape((1,) * k + (n,) + (1,) * (len(dims) - k - 1))
+        hit = index._broadcast_to(index_shape).reshape(index_shape + (1,) * len(dims)) == positions
         mask = hit if mask is None else mask & hit
     other_shape = tuple(x.shape[d] for d in others)
     values = moved.reshape((1,) * len(index_shape) + other_shape + tuple(x.shape[d] for d in dims))

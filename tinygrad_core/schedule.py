@@ -52,8 +52,7 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
             is_root.add(u)
             roots.append(u)
 
-    # who uses what (within the part of the graph that isn't computed yet), and a dependency order
-    children: dict[UOp, set[UOp]] = {}
+    # a dependency order of the part of the graph that isn't computed yet
     order: list[UOp] = []
     seen: set[UOp] = set()
     stack = [(u, False) for u in outs]
@@ -68,7 +67,6 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
         stack.append((u, True))
         for s in u.src:
             s = _resolve(s)
-            children.setdefault(s, set()).add(u)
             if s.op is not Ops.BUFFER and s not in seen:
                 stack.append((s, False))
 
@@ -83,29 +81,30 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
                 if buffer_of(s) is None:
                     make_root(s)
 
-    # walk each kernel's graph; a reduce seen through an EXPAND (or with several users) becomes a kernel of its own
+    # walk each kernel's graph. A reduce becomes a kernel of its own when fusing it would repeat it: when it is seen
+    # through an EXPAND or inside another reduce (it would be recomputed per element), or from a second kernel
+    reached_by: dict[UOp, UOp] = {}
     done = 0
     while done < len(roots):
         root = roots[done]
         done += 1
         walked: set = set()
-        stack = [(s, False) for s in _kernel_inputs(root)]
+        stack = [(s, root.op is Ops.REDUCE_AXIS) for s in _kernel_inputs(root)]
         while stack:
-            u, expanded = stack.pop()
+            u, repeated = stack.pop()
             u = _resolve(u)
-            if (u, expanded) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in is_root and u is not root):
+            if (u, repeated) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in is_root and u is not root):
                 continue
-            walked.add((u, expanded))
-            if u.op is Ops.REDUCE_AXIS and (expanded or len(children.get(u, ())) > 1):
+            walked.add((u, repeated))
+            if u.op is Ops.REDUCE_AXIS and (repeated or reached_by.setdefault(u, root) is not root):
                 make_root(u)
                 continue
-            stack.extend((s, expanded or u.op is Ops.EXPAND) for s in u.src)
+            stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS)) for s in u.src)
         if root.op is Ops.ASSIGN:
             _guard_assign(root, make_root)
 
-    # kernels run in dependency order: a root after every root it reads
     position = {u: i for i, u in enumerate(order)}
-    roots.sort(key=lambda u: position[u])
+    roots = _order_roots(roots, position, is_root)
     items = []
     for root in roots:
         out = Buffer(root.device, prod(root.shape), root.dtype) if root.op is not Ops.ASSIGN else None
@@ -116,6 +115,53 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
         version = _resolve(root.src[0]).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
         realized[root] = buffer_uop(target, version).reshape(root.shape)
     return items
+
+
+def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UOp]:
+    """Kernels in run order: each after the kernels it reads, and every kernel that reads a buffer's old value before
+    the ASSIGN that overwrites it (else a weight's gradient could read the weight already updated by the optimizer)."""
+    after: dict[UOp, set[UOp]] = {}
+    readers: dict[Buffer, set[UOp]] = {}
+    for root in roots:
+        deps: set[UOp] = set()
+        walked: set[UOp] = set()
+        stack = list(root.src if root.op is Ops.COPY else _kernel_inputs(root))
+        while stack:
+            u = _resolve(stack.pop())
+            if u in walked:
+                continue
+            walked.add(u)
+            if u.op is Ops.BUFFER:
+                readers.setdefault(u.arg[0], set()).add(root)
+            elif u in is_root and u is not root:
+                deps.add(u)
+            else:
+                stack.extend(u.src)
+        after[root] = deps
+    for root in roots:
+        if root.op is Ops.ASSIGN and (target := buffer_of(root.src[0])) is not None:
+            after[root] |= readers.get(target, set()) - {root}
+    ordered: list[UOp] = []
+    placed: dict[UOp, bool] = {}        # False while a root's dependencies are being placed, True once it is placed
+    for first in sorted(roots, key=position.__getitem__):
+        if first in placed:
+            continue
+        placed[first] = False
+        stack = [(first, iter(sorted(after[first], key=position.__getitem__)))]
+        while stack:
+            u, pending = stack[-1]
+            dep = next(pending, None)
+            if dep is None:
+                stack.pop()
+                placed[u] = True
+                ordered.append(u)
+            elif dep not in placed:
+                placed[dep] = False
+                stack.append((dep, iter(sorted(after[dep], key=position.__getitem__))))
+            elif placed[dep] is False:
+                raise RuntimeError("one computation reads both the old and the assigned value of a buffer; realize a "
+                                   "copy of the old value first (x.contiguous().realize()) or realize the assign first")
+    return ordered
 
 
 def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:

@@ -52,9 +52,11 @@ class Tensor(NNOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
     training = _Switch(False)
     no_grad = _Switch(False)
+    train = training        # `with Tensor.train():` as in tinygrad (Tensor.train(False) for evaluation)
     _seed: int = 0
     _rng_counter: int = 0
     _grad_tensors: weakref.WeakSet = weakref.WeakSet()     # tensors with requires_grad=True, for backward()
+    _live: weakref.WeakSet = weakref.WeakSet()             # every tensor, for realize_all's write-after-read check
 
     def __init__(self, data, device: str | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):
@@ -82,6 +84,7 @@ class Tensor(NNOps):
                 array = array.astype(np.float32)
             uop = _buffer_from_numpy(array, dtype or dtypes.from_np(array.dtype), device)
         self.uop: UOp = uop
+        Tensor._live.add(self)
         self.grad: Tensor | None = None
         self.requires_grad: bool | None = None
         self.requires_grad_(requires_grad)
@@ -136,6 +139,7 @@ class Tensor(NNOps):
 
     @staticmethod
     def realize_all(*tensors: Tensor):
+        tensors = list(tensors) + _readers_of_overwritten(tensors)
         run_schedule(create_schedule([t.uop for t in tensors]))
         for t in tensors:
             t.uop = realized.get(t.uop, t.uop)
@@ -277,11 +281,24 @@ class Tensor(NNOps):
         Tensor._seed, Tensor._rng_counter = seed, 0
 
     @staticmethod
+    def _next_offset(count: int) -> int:
+        offset = (Tensor._rng_counter + Tensor._seed * 0x9E3779B9) & 0xFFFFFFFF
+        Tensor._rng_counter += count
+        return offset
+
+    @staticmethod
+    def _refill_offset(buf: Buffer, count: int):
+        """Give a captured random-number kernel a fresh offset (TinyJit calls this before each replay)."""
+        buf.copyin(np.array([Tensor._next_offset(count)], dtype=np.uint32))
+
+    @staticmethod
     def _random_bits(n: int, device) -> Tensor:
-        """n pseudo-random uint32s: a hash of (seed, position, call counter), so runs with one seed repeat."""
-        offset = Tensor._rng_counter
-        Tensor._rng_counter += n
-        x = Tensor.arange(n, device=device, dtype=dtypes.uint32) + ((offset + Tensor._seed * 0x9E3779B9) & 0xFFFFFFFF)
+        """n pseudo-random uint32s: a hash of (position + offset), where the offset advances with every call and
+        starts from the seed, so runs with one seed repeat. The offset sits in a one-element buffer (not a constant)
+        so a TinyJit replay can refresh it and draw new numbers."""
+        offset = Tensor(np.array([Tensor._next_offset(n)], dtype=np.uint32), device=device)
+        random_offset_buffers[buffer_of(offset.uop)] = n
+        x = Tensor.arange(n, device=device, dtype=dtypes.uint32) + offset
         for shift, multiplier in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
             x = x ^ (x >> shift)
             if multiplier is not None:
@@ -1042,6 +1059,34 @@ class Tensor(NNOps):
         """The lazy graph as Graphviz DOT source."""
         from tinygrad_core.debug import graph_dot
         return graph_dot(self.uop)
+
+
+def _readers_of_overwritten(tensors) -> list[Tensor]:
+    """Lazy tensors elsewhere that read a buffer these tensors' ASSIGNs overwrite. They are computed in the same
+    schedule, before the write (PyTorch would have computed them already): e.g. the loss, after optimizer.step()."""
+    chosen = set(map(id, tensors))
+    targets = {u.src[0].base for t in tensors for u in t.uop.toposort() if u.op is Ops.ASSIGN}
+    if not targets:
+        return []
+    reads: dict[UOp, bool] = {}          # shared by all tensors: their graphs overlap (grads share the forward)
+
+    def reads_target(root: UOp) -> bool:
+        stack = [(root, False)]
+        while stack:
+            u, sources_done = stack.pop()
+            if u in reads:
+                continue
+            if sources_done:
+                reads[u] = u in targets or any(reads[s] for s in u.src)
+            else:
+                stack.append((u, True))
+                stack.extend((s, False) for s in u.src if s not in reads)
+        return reads[root]
+    return [t for t in list(Tensor._live) if id(t) not in chosen and buffer_of(t.uop) is None and reads_target(t.uop)]
+
+
+# the one-element offset buffers of random-number kernels, and how many numbers each draws (for TinyJit)
+random_offset_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:

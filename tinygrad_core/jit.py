@@ -1,0 +1,4 @@
+"""`from tinygrad_core.jit import TinyJit`, where tinygrad users look for it."""
+from tinygrad_core.engine.jit import TinyJit, JitError
+
+__all__ = ["TinyJit", "JitError"]
