@@ -33,8 +33,8 @@ def cmd_backends(args) -> int:
 
 
 def cmd_conformance(args) -> int:
-    from tinygrad_core.conformance.runner import run
-    return run(args.backend, json_path=args.json, compile_only=args.compile_only, extra=args.pytest_args)
+    from tinygrad_core.conformance.runner import run_from_args
+    return run_from_args(args)
 
 
 def _repo_file(*parts) -> pathlib.Path:
@@ -70,10 +70,8 @@ def main(argv=None) -> int:
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_backends)
     p = sub.add_parser("conformance", help="run the backend conformance suite on one backend")
-    p.add_argument("backend")
-    p.add_argument("--json", help="also write the results as JSON to this file")
-    p.add_argument("--compile-only", action="store_true", help="render and compile every kernel, launch none")
-    p.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (after --)")
+    from tinygrad_core.conformance.runner import add_arguments
+    add_arguments(p)
     p.set_defaults(func=cmd_conformance)
     p = sub.add_parser("train", help="train an example model (default: the MNIST MLP)")
     p.add_argument("model", nargs="?", default="mnist_mlp", help="mnist_mlp, mnist_cnn, cifar_cnn")

@@ -216,6 +216,8 @@ class Buffer:
         data = np.ascontiguousarray(data)
         if data.nbytes != self.nbytes:
             raise ValueError(f"copyin of {data.nbytes} bytes into a buffer of {self.nbytes} bytes")
+        if self.nbytes == 0:      # an empty tensor: nothing to copy (the allocation itself is at least 1 byte)
+            return self
         self.allocator.copyin(self.opaque, memoryview(data.reshape(-1).view(np.uint8)))
         return self
 

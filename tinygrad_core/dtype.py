@@ -152,7 +152,7 @@ def truncate_value(x, dt: DType):
         value = int(x) & ((1 << bits) - 1)
         return value - (1 << bits) if dt not in UNSIGNED and value >= 1 << (bits - 1) else value
     if dt == dtypes.bfloat16:
-        return float(bf16_to_f32(f32_to_bf16(np.array(x, np.float32))))
+        return float(bf16_to_f32(f32_to_bf16(np.array([x], np.float32)))[0])
     return float(np.array(x, dtype=dt.np))
 
 

@@ -61,8 +61,9 @@ class GroupOp:
 # The reference semantics. Each entry takes numpy arrays of the op's input dtype and returns the exact result.
 # Integer arithmetic wraps (two's complement). Division and modulo of integers truncate toward zero (C rules).
 # MAX returns NaN when either input is NaN. Float->int casts truncate toward zero; a value outside the target's
-# range (or NaN) gives an unspecified result. Integer division by zero is unspecified. SHL/SHR shift amounts
-# must be in [0, bits). Anything "unspecified" is excluded from conformance checks.
+# range (or NaN) gives an unspecified result. Integer division (and modulo) by zero, and of the most negative
+# integer by -1, are unspecified. SHL/SHR shift amounts must be in [0, bits). Anything "unspecified" is excluded
+# from conformance checks.
 # ---------------------------------------------------------------------------------------------------------------
 def _idiv(a, b):
     if a.dtype.kind == "f":
@@ -304,3 +305,7 @@ def identity_element(op: Ops, dtype: DType):
     if op is Ops.MAX:
         return dtypes.min(dtype)
     raise ValueError(f"{op} is not a reduce op; use Ops.ADD, Ops.MUL or Ops.MAX")
+
+
+# Names older tinygrad code imports (the seed's custom-op example does); each is simply the Ops enum.
+UnaryOps = BinaryOps = TernaryOps = ReduceOps = Ops

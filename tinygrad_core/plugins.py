@@ -62,6 +62,13 @@ class Backend:
                 self._reason += f" ({self.spec.install_hint})"
         return self._reason
 
+    def assume_usable(self):
+        """Skip probe() and treat this backend as usable: for compile-only runs (rendering and compiling kernels
+        for a device this machine lacks), where nothing is allocated or launched."""
+        if self.error is not None:
+            raise RuntimeError(f"backend {self.name} is broken and can't be used even to compile: {self.error}")
+        self._probed, self._reason = True, None
+
     @property
     def status(self) -> str:
         return "broken" if self.error else "unavailable" if self.reason else "ok"

@@ -63,7 +63,9 @@ class Tensor(NNOps):
         dtype = to_dtype(dtype) if dtype is not None else None
         device = Device.canonicalize(device)
         if isinstance(data, UOp):
-            uop = data
+            # under no_grad, results are constants to autograd (as in PyTorch)
+            uop = UOp(Ops.DETACH, data.dtype, (data,)) if Tensor.no_grad and data.op not in (Ops.BUFFER, Ops.CONST) \
+                else data
         elif isinstance(data, Tensor):
             uop = data.uop if dtype is None else data.uop.cast(dtype)
         elif isinstance(data, (bool, int, float)):
@@ -75,8 +77,8 @@ class Tensor(NNOps):
             if isinstance(data, (list, tuple)):
                 inferred = dtype or dtypes.from_py(data)
                 array = np.array(data, dtype=np.float32 if inferred == dtypes.bfloat16 else inferred.np)
-            elif isinstance(data, np.ndarray):
-                array = data
+            elif isinstance(data, (np.ndarray, np.generic)):     # numpy arrays and numpy scalars (np.float32(1))
+                array = np.asarray(data)
             else:
                 raise TypeError(f"can't make a Tensor from {type(data).__name__}; pass a list, a numpy array, a "
                                 f"number or a Tensor")
@@ -141,8 +143,12 @@ class Tensor(NNOps):
     def realize_all(*tensors: Tensor):
         tensors = list(tensors) + _readers_of_overwritten(tensors)
         run_schedule(create_schedule([t.uop for t in tensors]))
+        needs_graph = _graph_keeper()
         for t in tensors:
-            t.uop = realized.get(t.uop, t.uop)
+            # a tensor that a later backward() must go through keeps its graph (the buffer is found through
+            # schedule.realized); every other tensor drops it, so chains of updates don't grow without end
+            if t.uop in realized and not needs_graph(t):
+                t.uop = realized[t.uop]
 
     def schedule(self) -> list:
         """The kernels realize() would run, without running them."""
@@ -380,7 +386,7 @@ class Tensor(NNOps):
         for t in targets:
             if (g := grads.get(t.uop)) is None:
                 continue
-            g = Tensor(g)
+            g = Tensor(UOp(Ops.DETACH, g.dtype, (g,)))      # gradients are values, not part of a graph to differentiate
             t.grad = g if t.grad is None else t.grad + g
         return self
 
@@ -716,11 +722,13 @@ class Tensor(NNOps):
         axes = self._axes(axis) if self.ndim else ()
         if any(self.shape[a] == 0 for a in axes) and op is Ops.MAX:
             raise ValueError(f"max/min over an empty axis of shape {self.shape} has no identity")
+        x = self
         if any(self.shape[a] == 0 for a in axes):
-            out = Tensor.full(tuple(1 if i in axes else s for i, s in enumerate(self.shape)),
-                              0 if op is Ops.ADD else 1, dtype=self.dtype, device=self.device)
-        else:
-            out = Tensor(self.uop.reduce(op, axes))
+            # an empty axis reduces to the identity: pad it to one identity element (the graph stays connected, so
+            # backward still reaches self with a zero gradient)
+            identity = 0 if op is Ops.ADD else 1
+            x = self.pad(tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape)), identity)
+        out = Tensor(x.uop.reduce(op, axes))
         new_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
         return out if keepdim else out.reshape(new_shape)
 
@@ -821,7 +829,7 @@ class Tensor(NNOps):
     def reshape(self, shape, *args) -> Tensor:
         shape = argfix(shape, *args)
         if shape.count(-1) > 1:
-            raise ValueError(f"reshape to {shape}: only one dimension can be -1")
+            raise ValueError(f"can't reshape {self.shape} to {shape}: only one dimension can be -1")
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
             if known == 0 or self.numel() % known:
@@ -1059,6 +1067,31 @@ class Tensor(NNOps):
         """The lazy graph as Graphviz DOT source."""
         from tinygrad_core.debug import graph_dot
         return graph_dot(self.uop)
+
+
+def _graph_keeper():
+    """A test for "does backward() still need this tensor's graph": it reaches a tensor that requires a gradient
+    (other than through a DETACH), and isn't itself such a leaf."""
+    grad_leaves = {t.uop for t in list(Tensor._grad_tensors)}
+    memo: dict[UOp, bool] = {}
+
+    def reaches(root: UOp) -> bool:
+        stack = [(root, False)]
+        while stack:
+            u, sources_done = stack.pop()
+            if u in memo:
+                continue
+            if u in grad_leaves:
+                memo[u] = True
+            elif u.op in (Ops.DETACH, Ops.BUFFER, Ops.CONST, Ops.DEVICE):
+                memo[u] = False
+            elif sources_done:
+                memo[u] = any(memo[s] for s in u.src)
+            else:
+                stack.append((u, True))
+                stack.extend((s, False) for s in u.src if s not in memo)
+        return memo[root]
+    return lambda t: bool(grad_leaves) and not t.requires_grad and reaches(t.uop)
 
 
 def _readers_of_overwritten(tensors) -> list[Tensor]:

@@ -32,7 +32,8 @@ class _Scope:
 
 
 class Linearizer:
-    def __init__(self, sink: UOp):
+    def __init__(self, sink: UOp, rewrite=lambda u: u):
+        self.rewrite = rewrite               # applied to the ops made here (a reduce's update): the renderer's rules
         self.done: dict[UOp, UOp] = {}       # graph node -> the node in the program that holds its value
         self.depth_of: dict[UOp, int] = {}
         self.scopes = [_Scope(None)]
@@ -88,8 +89,12 @@ class Linearizer:
         inner = len(self.scopes) - 1
         for u, acc in zip(group, accs):
             value = self.emit(u.src[0])
-            # the update reads the accumulator, so it stays in the innermost loop whatever its inputs are
-            self.place(UOp(Ops.ASSIGN, u.dtype, (acc, self.place(UOp(u.arg, u.dtype, (acc, value)), inner))), inner)
+            # the update reads the accumulator, so it (and every op of its decomposition) stays in the innermost loop
+            # whatever its inputs are: for the update, the accumulator counts as living there
+            self.depth_of[acc] = inner
+            update = self.emit(self.rewrite(UOp(u.arg, u.dtype, (acc, value))))
+            self.depth_of[acc] = outer
+            self.place(UOp(Ops.ASSIGN, u.dtype, (acc, update)), inner)
         for _ in ranges:
             self.scopes.pop()
             self.scopes[-1].open_child = None
@@ -97,5 +102,5 @@ class Linearizer:
             self.done[u] = acc
 
 
-def linearize(sink: UOp) -> list[UOp]:
-    return Linearizer(sink).program()
+def linearize(sink: UOp, rewrite=lambda u: u) -> list[UOp]:
+    return Linearizer(sink, rewrite).program()

@@ -21,6 +21,8 @@ class KernelOpts:
     upcast: tuple[tuple[int, int], ...] = ()     # (axis, amount) pairs; amount divides the axis
     local_size: int = 1                           # threads per group, on renderers with has_local
     unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
+    axis_order: tuple[int, ...] = ()              # output axes from slowest- to fastest-changing thread index
+                                                  # (default: as laid out); e.g. walk a matmul by column panels
 
 
 @dataclass
@@ -69,6 +71,8 @@ class Lowerer:
             return self.lower(src[0], idxs, valids)
         if op is Ops.REDUCE_AXIS:
             return self._lower_reduce(node, idxs, valids)
+        if op is Ops.PAD and 0 in src[0].shape:      # padding an empty tensor: all padding, nothing to read
+            return (UOp(Ops.CONST, node.dtype, (), 0),) * len(idxs)
         if op is Ops.PAD:
             conds, src_idxs = [], []
             for idx in idxs:
@@ -81,8 +85,9 @@ class Lowerer:
                 src_idxs.append(tuple(moved))
             inner = self.lower(src[0], tuple(src_idxs), tuple(sym.and_(v, c) for v, c in zip(valids, conds)))
             zero = UOp(Ops.CONST, node.dtype, (), 0)
-            return tuple(x if c is None or (sym.is_const(c) and c.arg is True) else zero if sym.is_const(c) else
-                         UOp(Ops.WHERE, node.dtype, (c, x, zero)) for x, c in zip(inner, conds))
+            return tuple(x if c is None or (sym.is_const(c) and c.arg is True) or _gated_by(x, c) else
+                         zero if sym.is_const(c) else UOp(Ops.WHERE, node.dtype, (c, x, zero))
+                         for x, c in zip(inner, conds))
         if op in GroupOp.MOVEMENT:
             return self.lower(src[0], tuple(move_index(node, idx) for idx in idxs), valids)
         raise NotImplementedError(f"can't lower {op} inside a kernel (the scheduler should have cut it out)")
@@ -115,6 +120,14 @@ class Lowerer:
                 body = UOp(reduce_op, node.dtype, (body, extra))
             outs.append(UOp(Ops.REDUCE, node.dtype, (body,) + tuple(ranges[a] for a in axes), reduce_op))
         return tuple(outs)
+
+
+def _gated_by(x: UOp, cond: UOp) -> bool:
+    """x is a load that already reads 0 wherever cond is False (so a WHERE around it would change nothing)."""
+    if x.op is not Ops.LOAD or len(x.src) < 3:
+        return False
+    gate = x.src[2]
+    return gate is cond or (gate.op is Ops.AND and cond in gate.src)
 
 
 def move_index(node: UOp, idx: Indices) -> Indices:
@@ -167,7 +180,9 @@ def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
     else:
         gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", total))
         thread_valid, global_size, local_size = None, (total, 1, 1), (1, 1, 1)
-    coords = [sym.mod(sym.idiv(gid, stride), g) for stride, g in zip(contiguous_strides(grid), grid)]
+    order = opts.axis_order or tuple(range(len(grid)))
+    thread_strides = dict(zip(order, contiguous_strides([grid[axis] for axis in order])))
+    coords = [sym.mod(sym.idiv(gid, thread_strides[axis]), g) for axis, g in enumerate(grid)]
     combos = list(itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
     idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
                  for combo in combos)

@@ -2,6 +2,7 @@
 
 This is where codegen, renderer, compiler and program meet; DEBUG output about kernels comes from here."""
 from __future__ import annotations
+import functools
 import time
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import linearize
@@ -26,7 +27,7 @@ class CompiledRunner:
         self.device, self.ast = device, ast
         self.opts = opts if opts is not None else choose_opts(ast, renderer)
         kernel = lower_kernel(ast, renderer, self.opts)
-        self.uops = linearize(decompose(kernel.sink, renderer))
+        self.uops = linearize(decompose(kernel.sink, renderer), lambda u: decompose(u, renderer))
         self.global_size, self.local_size = kernel.global_size, kernel.local_size
         self.name = kernel_name(ast, self.opts)
         self.vars = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
@@ -35,7 +36,11 @@ class CompiledRunner:
         if DEBUG >= 4:
             print(self.src)
         self.lib = compiled.compiler.compile_cached(self.src)
-        self.program = compiled.runtime(self.name, self.lib)
+
+    @functools.cached_property
+    def program(self):
+        # loaded on first launch, so a kernel can be rendered and compiled where its device is absent (compile-only)
+        return Device[self.device].runtime(self.name, self.lib)
 
     def __call__(self, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
         vals = tuple((var_vals or {}).get(v.arg[0], 0) for v in self.vars)

@@ -21,6 +21,7 @@ class Renderer:
     max_upcast: int = 1                # how many outputs one thread may compute (register tile size)
     max_unroll: int = 1                # how far reduce loops may be unrolled
     default_local_size: int = 1        # threads per group (has_local renderers)
+    simd_width: int = 0                # bytes per SIMD register (CPUs): tile reduces by memory strides, see opts.py
 
     def render(self, name: str, uops: list[UOp]) -> str:
         raise NotImplementedError

@@ -1,0 +1,302 @@
+"""Autograd: backward and .grad, accumulation, requires_grad, no_grad, train, detach, Tensor.gradient, custom
+Functions, and gradients checked by finite differences (tinygrad_core.gradcheck) and by hand-derived formulas."""
+import math
+
+import numpy as np
+import pytest
+from helpers import assert_close, rand_array
+
+from tinygrad_core import Context, Function, Tensor, dtypes, gradcheck
+
+
+def test_backward_hand_derived():
+    # f = sum(x * y + x^2), df/dx = y + 2x, df/dy = x
+    x_np, y_np = rand_array((2, 3), seed=1), rand_array((2, 3), seed=2)
+    x, y = Tensor(x_np, requires_grad=True), Tensor(y_np, requires_grad=True)
+    (x * y + x * x).sum().backward()
+    assert_close(x.grad.numpy(), y_np + 2 * x_np)
+    assert_close(y.grad.numpy(), x_np)
+
+
+def test_backward_mlp_against_numpy():
+    x_np, w1_np, w2_np = rand_array((4, 3), seed=1), rand_array((3, 5), seed=2), rand_array((5, 2), seed=3)
+    x = Tensor(x_np)
+    w1, w2 = Tensor(w1_np, requires_grad=True), Tensor(w2_np, requires_grad=True)
+    loss = (x @ w1).relu().matmul(w2).square().mean()
+    loss.backward()
+    h = x_np @ w1_np
+    a = np.maximum(h, 0)
+    out = a @ w2_np
+    d_out = 2 * out / out.size
+    d_w2 = a.T @ d_out
+    d_h = (d_out @ w2_np.T) * (h > 0)
+    assert_close(loss.numpy(), (out ** 2).mean(), rtol=1e-5)
+    assert_close(w2.grad.numpy(), d_w2, atol=1e-5)
+    assert_close(w1.grad.numpy(), x_np.T @ d_h, atol=1e-5)
+    assert x.grad is None
+
+
+def test_softmax_crossentropy_gradient_is_p_minus_onehot():
+    logits_np = rand_array((3, 5))
+    y = np.array([0, 4, 2], np.int32)
+    logits = Tensor(logits_np, requires_grad=True)
+    logits.sparse_categorical_crossentropy(Tensor(y)).backward()
+    e = np.exp(logits_np - logits_np.max(-1, keepdims=True))
+    p = e / e.sum(-1, keepdims=True)
+    assert_close(logits.grad.numpy(), (p - np.eye(5)[y]) / 3, atol=1e-6)
+
+
+def test_gradients_accumulate():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (x * 3).sum().backward()
+    (x * x).sum().backward()
+    assert_close(x.grad.numpy(), [3 + 2, 3 + 4])
+
+
+def test_grad_reset_by_assigning_none():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (x * 3).sum().backward()
+    x.grad = None
+    (x * 2).sum().backward()
+    assert_close(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_shared_subexpression_gradient():
+    x = Tensor([1.5, -2.0], requires_grad=True)
+    y = x * x
+    (y + y * y).sum().backward()            # d/dx (x^2 + x^4) = 2x + 4x^3
+    xs = np.array([1.5, -2.0])
+    assert_close(x.grad.numpy(), 2 * xs + 4 * xs ** 3)
+
+
+def test_backward_with_explicit_gradient():
+    x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    y = x * 2
+    y.backward(Tensor([[1.0, 0.0], [0.5, 2.0]]))
+    assert_close(x.grad.numpy(), [[2.0, 0.0], [1.0, 4.0]])
+
+
+def test_backward_on_one_element_tensor_without_gradient():
+    x = Tensor([3.0], requires_grad=True)
+    (x * x).backward()
+    assert_close(x.grad.numpy(), [6.0])
+
+
+def test_backward_after_realizing_the_output():
+    # printing the loss before backward is the most common training-loop pattern
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    loss = (x * x).sum()
+    assert loss.item() == 14.0
+    loss.backward()
+    assert_close(x.grad.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_grad_dtype_and_shape_match():
+    x = Tensor(rand_array((2, 1, 3)), requires_grad=True)
+    (x.expand(2, 4, 3) * 2).sum().backward()
+    assert x.grad.shape == x.shape and x.grad.dtype == x.dtype
+    assert_close(x.grad.numpy(), np.full((2, 1, 3), 8.0))
+
+
+def test_requires_grad_flags():
+    x = Tensor([1.0])
+    assert x.requires_grad is None
+    assert Tensor([1.0], requires_grad=True).requires_grad is True
+    assert x.requires_grad_() is x and x.requires_grad is True
+    x.requires_grad_(False)
+    assert x.requires_grad is False
+
+
+def test_no_grad_target_gets_no_grad():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    c = Tensor([3.0, 4.0])
+    (x * c).sum().backward()
+    assert c.grad is None
+    assert_close(x.grad.numpy(), [3.0, 4.0])
+
+
+def test_detach_stops_gradient():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    d = x.detach()
+    assert d.requires_grad is not True
+    assert_close(d.numpy(), [1.0, 2.0])
+    (x * d).sum().backward()        # only the non-detached factor carries gradient
+    assert_close(x.grad.numpy(), [1.0, 2.0])
+
+
+def test_no_grad_context():
+    assert not Tensor.no_grad
+    with Tensor.no_grad():
+        assert Tensor.no_grad
+        y = Tensor([1.0, 2.0]) * 2
+        assert_close(y.numpy(), [2.0, 4.0])
+    assert not Tensor.no_grad
+
+
+def test_no_grad_results_are_constants_to_autograd():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with Tensor.no_grad():
+        c = x * 3
+    (x * c).sum().backward()          # d/dx (x * c) with c constant = c = 3x, not 6x
+    assert_close(x.grad.numpy(), [3.0, 6.0])
+
+
+def test_train_context():
+    assert not Tensor.training
+    with Tensor.train():
+        assert Tensor.training
+        with Tensor.train(False):
+            assert not Tensor.training
+        assert Tensor.training
+    assert not Tensor.training
+
+
+def test_gradient_method():
+    x = Tensor([1.0, 2.0, 3.0])
+    y = Tensor([4.0, 5.0, 6.0])
+    dx, dy = (x * y + x).sum().gradient(x, y)
+    assert_close(dx.numpy(), [5.0, 6.0, 7.0])
+    assert_close(dy.numpy(), [1.0, 2.0, 3.0])
+    assert x.grad is None
+
+
+def test_gradient_through_movement_and_indexing():
+    x_np = rand_array((3, 4))
+    x = Tensor(x_np, requires_grad=True)
+    y = x.permute(1, 0).flip(0)[1:3].pad(((0, 1), (1, 0))).reshape(-1)
+    (y * Tensor(np.arange(y.shape[0], dtype=np.float32))).sum().backward()
+    weights = np.arange(12, dtype=np.float32).reshape(3, 4)
+    expected = np.zeros((4, 3), np.float32)
+    expected[::-1][1:3] = weights[:2, 1:]
+    assert_close(x.grad.numpy(), expected.T)
+
+
+def test_gradient_through_cast():
+    x = Tensor([1.5, 2.5], requires_grad=True)
+    (x.cast(dtypes.float64) * 3).cast(dtypes.float32).sum().backward()
+    assert x.grad.dtype == dtypes.float32
+    assert_close(x.grad.numpy(), [3.0, 3.0])
+    y = Tensor([1.5, 2.5], requires_grad=True)
+    (y.cast(dtypes.int32).cast(dtypes.float32) + y).sum().backward()   # no gradient through an int cast
+    assert_close(y.grad.numpy(), [1.0, 1.0])
+
+
+def test_debug_level_5_prints_backward_steps(capsys):
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with Context(DEBUG=5):
+        (x.exp() * 2).sum().backward()
+    out = capsys.readouterr().out
+    assert "backward" in out and "MUL" in out and "EXP2" in out
+
+
+# ---- custom Functions ----
+class Cube(Function):
+    def forward(self, x):
+        self.x = x
+        return x * x * x
+
+    def backward(self, grad):
+        return grad * 3 * self.x * self.x
+
+
+class ScaledAdd(Function):
+    def forward(self, a, b, scale=1.0):
+        self.scale = scale
+        return a + b * scale
+
+    def backward(self, grad):
+        return grad, grad * self.scale
+
+
+class WrongGrad(Function):
+    """Forward is the identity; backward deliberately claims d/dx = 2 (to prove the custom rule is used)."""
+    def forward(self, x):
+        return x + 0
+
+    def backward(self, grad):
+        return grad * 2
+
+
+def test_custom_function_forward_backward():
+    x_np = rand_array((2, 3))
+    x = Tensor(x_np, requires_grad=True)
+    y = Cube.apply(x)
+    assert y.requires_grad
+    y.sum().backward()
+    assert_close(y.numpy(), x_np ** 3, rtol=1e-5)
+    assert_close(x.grad.numpy(), 3 * x_np ** 2, rtol=1e-5)
+
+
+def test_custom_function_two_inputs_and_kwargs():
+    a, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0, 4.0], requires_grad=True)
+    out = ScaledAdd.apply(a, b, scale=0.5)
+    (out * Tensor([1.0, 10.0])).sum().backward()
+    assert_close(out.numpy(), [2.5, 4.0])
+    assert_close(a.grad.numpy(), [1.0, 10.0])
+    assert_close(b.grad.numpy(), [0.5, 5.0])
+
+
+def test_custom_function_backward_is_the_users():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (WrongGrad.apply(x) * 3).sum().backward()
+    assert_close(x.grad.numpy(), [6.0, 6.0])
+
+
+def test_custom_function_inside_a_graph():
+    x_np = rand_array((3,), 0.5, 1.5)
+    x = Tensor(x_np, requires_grad=True)
+    Cube.apply(x.exp()).log().sum().backward()      # log(exp(x)^3) = 3x
+    assert_close(x.grad.numpy(), np.full(3, 3.0), rtol=1e-4)
+
+
+def test_custom_function_gradcheck():
+    assert gradcheck(lambda x: Cube.apply(x), Tensor(rand_array((4,), 0.5, 1.5)))
+
+
+# ---- gradcheck ----
+GRADCHECK = [
+    ("mul_add", lambda a, b: a * b + a, [(2, 3), (2, 3)]),
+    ("broadcast", lambda a, b: (a + b).sigmoid(), [(2, 3), (3,)]),
+    ("matmul", lambda a, b: (a @ b).tanh(), [(2, 3), (3, 2)]),
+    ("softmax", lambda a: a.softmax(-1) * Tensor([1.0, 2.0, 3.0]), [(2, 3)]),
+    ("log_softmax", lambda a: a.log_softmax(0), [(3, 2)]),
+    ("conv2d", lambda x, w: x.conv2d(w, padding=1), [(1, 1, 3, 3), (2, 1, 2, 2)]),
+    ("max_pool", lambda x: x.max_pool2d(2) * 2, [(1, 1, 4, 4)]),
+    ("layernorm", lambda x: x.layernorm() * Tensor([1.0, -2.0, 3.0]), [(2, 3)]),
+    ("std", lambda x: x.std(1), [(2, 4)]),
+    ("gelu_mish", lambda x: x.gelu() + x.mish(), [(5,)]),
+    ("pow", lambda a, b: (a.abs() + 0.5) ** b, [(3,), (3,)]),
+    ("index", lambda a: a[Tensor([2, 0])][:, ::-1], [(3, 3)]),
+    ("cumsum", lambda a: a.cumsum(1) * a, [(2, 3)]),
+]
+
+
+@pytest.mark.parametrize("name,fn,shapes", GRADCHECK, ids=[g[0] for g in GRADCHECK])
+def test_gradcheck(name, fn, shapes):
+    inputs = [Tensor(rand_array(s, seed=i)) for i, s in enumerate(shapes)]
+    assert gradcheck(fn, *inputs)
+
+
+def test_gradcheck_catches_a_wrong_gradient():
+    with pytest.raises(AssertionError, match="analytic .*finite difference"):
+        gradcheck(lambda x: WrongGrad.apply(x), Tensor([1.0, 2.0]))
+
+
+def test_second_use_of_graph_after_backward():
+    x = Tensor([2.0], requires_grad=True)
+    y = x * x
+    y.sum().backward()
+    y2 = y * 3
+    x.grad = None
+    y2.sum().backward()
+    assert_close(x.grad.numpy(), [12.0])
+    assert math.isclose(y2.item(), 12.0)
+
+
+def test_check_helper_catches_a_wrong_gradient():
+    # the shared helper must fail loudly when a backward rule is wrong, or every gradient test above is vacuous
+    from helpers import check
+    with pytest.raises(AssertionError, match="gradient of input 0"):
+        check(lambda x: WrongGrad.apply(x), lambda x: x, shapes=[(3,)])
+    with pytest.raises(AssertionError, match="forward"):
+        check(lambda x: x * 2, lambda x: x * 3, shapes=[(3,)], grad=False)

@@ -1,0 +1,134 @@
+"""Datasets: IDX parsing of the shipped MNIST, where data is looked for, CIFAR-10 pickle batches, augmentation and
+the batch iterator."""
+import gzip
+import pickle
+import urllib.request
+import numpy as np
+import pytest
+from tinygrad_core import Tensor
+from tinygrad_core.nn import datasets
+from tinygrad_core.nn.datasets import (Batches, data_dir, load_cifar10, load_mnist, mnist, random_crop, random_flip,
+                                       read_idx)
+
+
+def test_shipped_mnist_has_the_standard_shapes_and_labels():
+    X_train, Y_train, X_test, Y_test = load_mnist(download=False)
+    assert X_train.shape == (60000, 1, 28, 28) and X_train.dtype == np.uint8
+    assert Y_train.shape == (60000,) and X_test.shape == (10000, 1, 28, 28) and Y_test.shape == (10000,)
+    assert set(np.unique(Y_test)) == set(range(10))
+    assert Y_train[:5].tolist() == [5, 0, 4, 1, 9]          # the well-known first training labels
+    assert 30 < X_train[:100].mean() < 40                    # ink covers about 13% of a digit image
+
+
+def test_mnist_tensors_like_tinygrad():
+    X_train, Y_train, X_test, Y_test = mnist(download=False)
+    assert isinstance(X_train, Tensor) and X_train.shape == (60000, 1, 28, 28)
+    assert Y_test[:3].tolist() == [7, 2, 1]
+
+
+def test_read_idx_checks_its_input(tmp_path):
+    path = tmp_path / "x.idx.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(bytes([0, 0, 0x08, 2]) + (2).to_bytes(4, "big") + (3).to_bytes(4, "big") + bytes(range(6)))
+    assert read_idx(path).tolist() == [[0, 1, 2], [3, 4, 5]]
+    bad = tmp_path / "bad.idx"
+    bad.write_bytes(b"\x01\x02\x03\x04")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        read_idx(bad)
+
+
+def test_data_dir_order(tmp_path, monkeypatch):
+    assert data_dir(tmp_path) == tmp_path
+    monkeypatch.setenv("TINYGRAD_DATA", str(tmp_path / "env"))
+    assert data_dir() == tmp_path / "env"
+    monkeypatch.delenv("TINYGRAD_DATA")
+    assert (data_dir() / "mnist").is_dir()                  # the repository's data/ in a checkout
+
+
+def test_missing_mnist_without_network_says_what_to_do(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="download=True"):
+        load_mnist(tmp_path, download=False)
+
+    def no_network(*args, **kwargs):
+        raise OSError("network is unreachable")
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    with pytest.raises(FileNotFoundError, match="could not be downloaded.*network is unreachable.*Copy the four"):
+        load_mnist(tmp_path)
+
+
+def write_fake_cifar(root, per_batch=4):
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+                 b"labels": rng.integers(0, 10, per_batch).tolist()}
+        with open(folder / name, "wb") as f:
+            pickle.dump(batch, f)
+    return folder
+
+
+def test_cifar10_reads_the_python_pickle_batches(tmp_path):
+    folder = write_fake_cifar(tmp_path)
+    X_train, Y_train, X_test, Y_test = load_cifar10(tmp_path)
+    assert X_train.shape == (20, 3, 32, 32) and Y_train.shape == (20,) and X_test.shape == (4, 3, 32, 32)
+    with open(folder / "data_batch_1", "rb") as f:
+        first = pickle.load(f, encoding="bytes")
+    np.testing.assert_array_equal(X_train[0], first[b"data"][0].reshape(3, 32, 32))
+    assert Y_train[:4].tolist() == first[b"labels"]
+
+
+def test_missing_cifar10_says_how_to_get_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="cifar-10-python.tar.gz"):
+        load_cifar10(tmp_path)
+
+
+def test_random_crop_and_flip():
+    rng = np.random.default_rng(0)
+    x = np.arange(2 * 1 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4)
+    assert random_crop(x, 4, padding=0, rng=rng).tolist() == x.tolist()
+    cropped = random_crop(x, 3, padding=1, rng=rng)
+    assert cropped.shape == (2, 1, 3, 3)
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for i in range(2):       # every crop is some window of the padded image
+        assert any((padded[i, :, r:r + 3, c:c + 3] == cropped[i]).all() for r in range(4) for c in range(4))
+    flipped = random_flip(np.repeat(x, 50, axis=0), rng)
+    mirrored = [(f == o[..., ::-1]).all() and not (f == o).all() for f, o in zip(flipped, np.repeat(x, 50, axis=0))]
+    assert 20 < sum(mirrored) < 80
+
+
+def test_batches_shuffle_cover_everything_and_drop_last():
+    X, Y = np.arange(10, dtype=np.float32).reshape(10, 1), np.arange(10, dtype=np.int32)
+    batches = Batches(X, Y, batch_size=4, shuffle=True, seed=1)
+    assert len(batches) == 3
+    seen = [(x.numpy()[:, 0], y.numpy()) for x, y in batches]
+    assert [len(y) for _, y in seen] == [4, 4, 2]
+    assert sorted(np.concatenate([y for _, y in seen]).tolist()) == list(range(10))
+    assert all((x == y).all() for x, y in seen)              # images stay with their labels
+    first_pass = np.concatenate([y for _, y in seen])
+    assert first_pass.tolist() != list(range(10))
+    dropped = Batches(X, Y, batch_size=4, drop_last=True, shuffle=False, transform=lambda x, rng: x * 2)
+    assert len(dropped) == 2
+    x, y = next(iter(dropped))
+    assert x.numpy()[:, 0].tolist() == [0, 2, 4, 6] and y.numpy().tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="10 samples"):
+        Batches(X, Y[:5], 4)
+
+
+def test_download_writes_atomically(tmp_path, monkeypatch):
+    class FakeResponse:
+        def __init__(self):
+            self.chunks = [b"abc", b""]
+
+        def read(self, n):
+            return self.chunks.pop(0)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: FakeResponse())
+    datasets._download("http://example.invalid/file", tmp_path / "sub" / "file")
+    assert (tmp_path / "sub" / "file").read_bytes() == b"abc"
+    assert not (tmp_path / "sub" / "file.part").exists()

@@ -1,0 +1,212 @@
+"""Indexing against numpy: ints, slices (negative steps too), None, Ellipsis, integer tensors, their mixes and
+gradients; and writing: t[...] = v, assign, in-place operators."""
+import numpy as np
+import pytest
+from helpers import assert_close, check, rand_array
+
+from tinygrad_core import Tensor, dtypes
+
+I0 = np.array([2, 0, -1], np.int32)
+I1 = np.array([[1, 2], [0, 2]], np.int32)
+BASIC = [
+    ("int", lambda x: x[1]),
+    ("neg_int", lambda x: x[-1]),
+    ("two_ints", lambda x: x[1, 2]),
+    ("all_ints", lambda x: x[1, 2, 3]),
+    ("slice", lambda x: x[1:3]),
+    ("slice_open", lambda x: x[:, 2:]),
+    ("slice_step", lambda x: x[::2, 1::2]),
+    ("slice_step_3", lambda x: x[:, :, ::3]),
+    ("slice_neg_bounds", lambda x: x[-2:, :-1]),
+    ("slice_neg_step", lambda x: x[::-1]),
+    ("slice_neg_step_2", lambda x: x[:, ::-2]),
+    ("slice_neg_step_bounds", lambda x: x[:, 2:0:-1, 3:0:-2]),
+    ("slice_empty", lambda x: x[2:1]),
+    ("slice_clamped", lambda x: x[:, 1:100]),
+    ("none", lambda x: x[None]),
+    ("none_middle", lambda x: x[:, None, 1]),
+    ("ellipsis", lambda x: x[..., 1]),
+    ("ellipsis_middle", lambda x: x[1, ..., ::-1]),
+    ("ellipsis_none", lambda x: x[..., None]),
+    ("mixed", lambda x: x[1:, None, -1, ::2]),
+]
+
+
+@pytest.mark.parametrize("name,index", BASIC, ids=[b[0] for b in BASIC])
+def test_basic_indexing(name, index):
+    check(index, index, shapes=[(3, 4, 5)], grad=name != "slice_empty")
+
+
+def test_empty_slice_backward_gives_zero_gradient():
+    x = Tensor.ones(3, 4, requires_grad=True)
+    x[2:1].sum().backward()
+    assert_close(x.grad.numpy(), np.zeros((3, 4), np.float32))
+
+
+ADVANCED = [
+    ("tensor_dim0", lambda x, T: x[T(I0)]),
+    ("tensor_dim1", lambda x, T: x[:, T(I0)]),
+    ("tensor_2d_index", lambda x, T: x[T(I1)]),
+    ("tensor_last_dim", lambda x, T: x[..., T(I0)]),
+    ("two_tensors_adjacent", lambda x, T: x[T(I0), T(np.array([0, 3, 1], np.int32))]),
+    ("two_tensors_broadcast", lambda x, T: x[T(I0[:, None]), T(np.array([0, 3], np.int32))]),
+    ("tensors_separated", lambda x, T: x[T(I0), :, T(np.array([4, 0, 1], np.int32))]),
+    ("tensor_and_int", lambda x, T: x[1, T(I0)]),
+    ("tensor_and_slice", lambda x, T: x[T(I0), 1:3]),
+    ("tensor_and_neg_slice", lambda x, T: x[::-1, T(I1)]),
+    ("list_index", lambda x, T: x[[0, 2]]),
+    ("tensor_with_none", lambda x, T: x[None, T(I0)]),
+]
+
+
+@pytest.mark.parametrize("name,index", ADVANCED, ids=[a[0] for a in ADVANCED])
+def test_tensor_indexing(name, index):
+    check(lambda x: index(x, Tensor), lambda x: index(x, np.asarray), shapes=[(3, 4, 5)])
+
+
+def test_index_on_non_contiguous():
+    x = rand_array((4, 5))
+    check(lambda t: t.permute(1, 0)[1:4, ::-1], lambda a: a.T[1:4, ::-1], arrays=[x])
+    check(lambda t: t.flip(0)[Tensor(I0)], lambda a: a[::-1][I0], arrays=[x])
+
+
+def test_index_repeated_gradient_accumulates():
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x[Tensor([0, 0, 2])].sum().backward()
+    assert_close(x.grad.numpy(), [2.0, 0.0, 1.0])
+
+
+def test_index_int_tensor_values():
+    x = np.arange(20, dtype=np.int32).reshape(4, 5)
+    assert_close(Tensor(x)[Tensor(np.array([3, 1], np.int32))].numpy(), x[[3, 1]])
+    assert_close(Tensor(x)[1, Tensor(np.array([-1, 0], np.int32))].numpy(), x[1, [-1, 0]])
+
+
+def test_index_0d_and_item():
+    x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert x[1, 0].shape == ()
+    assert x[1, 0].item() == 3.0
+    assert x[-1][-1].item() == 4.0
+    assert Tensor(5.0)[None].shape == (1,)
+    assert Tensor(5.0)[...].item() == 5.0
+
+
+def test_index_errors():
+    x = Tensor.ones(3, 4)
+    with pytest.raises(IndexError, match="3"):
+        x[3]
+    with pytest.raises(IndexError, match="too many indices"):
+        x[0, 0, 0]
+    with pytest.raises(IndexError, match="ellipsis"):
+        x[..., ...]
+    with pytest.raises(TypeError, match="float"):
+        x[1.5]
+
+
+# ---- writing ----
+SETITEM = [
+    ("int", lambda: 1, 5.0),
+    ("slice", lambda: slice(1, 3), -1.0),
+    ("row_col", lambda: (1, slice(None, None, 2)), 7.0),
+    ("neg_step", lambda: (slice(None), slice(None, None, -2)), 3.0),
+    ("ellipsis", lambda: (Ellipsis, 0), 2.5),
+    ("tensor_index", lambda: np.array([0, 2], np.int32), 9.0),
+]
+
+
+@pytest.mark.parametrize("name,index,value", SETITEM, ids=[s[0] for s in SETITEM])
+def test_setitem_scalar(name, index, value):
+    x = rand_array((3, 4))
+    t = Tensor(x).realize()
+    idx = index()
+    t[Tensor(idx) if isinstance(idx, np.ndarray) else idx] = value
+    x[idx] = value
+    assert_close(t.numpy(), x)
+
+
+def test_setitem_tensor_value_broadcast():
+    x = rand_array((3, 4))
+    t = Tensor(x).realize()
+    v = rand_array((4,), seed=3)
+    t[1:] = Tensor(v)
+    x[1:] = v
+    assert_close(t.numpy(), x)
+    v2 = rand_array((3, 1), seed=4)
+    t[:, 2:3] = Tensor(v2)
+    x[:, 2:3] = v2
+    assert_close(t.numpy(), x)
+
+
+def test_setitem_is_seen_by_other_references():
+    t = Tensor.zeros(2, 3).contiguous().realize()
+    alias = t
+    t[0, 1] = 4.0
+    assert alias.numpy().tolist() == [[0, 4, 0], [0, 0, 0]]
+
+
+def test_setitem_int_dtype_and_list_value():
+    t = Tensor(np.zeros((2, 3), np.int32)).realize()
+    t[1] = [1, 2, 3]
+    assert t.dtype == dtypes.int32
+    assert t.numpy().tolist() == [[0, 0, 0], [1, 2, 3]]
+
+
+def test_setitem_repeated_index_last_wins():
+    t = Tensor([0.0, 0.0, 0.0]).realize()
+    t[Tensor([1, 1])] = Tensor([5.0, 6.0])
+    x = np.zeros(3, np.float32)
+    x[[1, 1]] = [5.0, 6.0]
+    assert_close(t.numpy(), x)
+
+
+def test_assign():
+    t = Tensor([1.0, 2.0, 3.0]).realize()
+    alias = t
+    t.assign(Tensor([4.0, 5.0, 6.0]))
+    assert alias.numpy().tolist() == [4.0, 5.0, 6.0]
+    t.assign([7.0, 8.0, 9.0])
+    assert t.numpy().tolist() == [7.0, 8.0, 9.0]
+    t.assign(t * 2)
+    assert t.numpy().tolist() == [14.0, 16.0, 18.0]
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
+        t.assign(Tensor([1.0, 2.0]))
+
+
+def test_assign_casts_dtype():
+    t = Tensor([1, 2, 3]).realize()
+    t.assign(Tensor([1.7, 2.2, -3.9]))
+    assert t.dtype == dtypes.int32
+    assert t.numpy().tolist() == [1, 2, -3]
+
+
+def test_assign_unrealized_then_read_twice():
+    t = Tensor([1.0, 2.0]).realize()
+    t.assign(t + 1)
+    t.assign(t * 3)
+    assert t.numpy().tolist() == [6.0, 9.0]
+    assert t.numpy().tolist() == [6.0, 9.0]
+
+
+def test_inplace_operators():
+    t = Tensor([1.0, 2.0]).realize()
+    alias = t
+    t += 1
+    t *= 3
+    t -= 1
+    t /= 2
+    assert_close(alias.numpy(), ((np.array([1.0, 2.0]) + 1) * 3 - 1) / 2)
+
+
+def test_old_graph_keeps_value_from_before_assign():
+    t = Tensor([1.0, 2.0]).realize()
+    before = t * 10
+    t.assign(Tensor([5.0, 5.0]))
+    assert before.numpy().tolist() == [10.0, 20.0]
+
+
+def test_graph_built_before_a_realized_assign_keeps_the_old_value():
+    t = Tensor([1.0, 2.0]).realize()
+    before = t * 10
+    t.assign(Tensor([5.0, 5.0])).realize()
+    assert before.numpy().tolist() == [10.0, 20.0]
+    assert (t * 10).numpy().tolist() == [50.0, 50.0]

@@ -1,0 +1,82 @@
+"""dot, matmul, @ and einsum against numpy, forward and backward, over the shapes numpy's matmul accepts."""
+import numpy as np
+import pytest
+from helpers import assert_close, check, rand_array
+
+from tinygrad_core import Tensor, dtypes
+
+MATMUL_SHAPES = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+                 ((3, 4), (2, 4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((1, 4), (4, 1))]
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul(shapes):
+    check(lambda a, b: a @ b, np.matmul, shapes=shapes)
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES[:4], ids=str)
+def test_dot_and_matmul_methods(shapes):
+    check(lambda a, b: a.dot(b), np.matmul, shapes=shapes)
+    check(lambda a, b: a.matmul(b), np.matmul, shapes=shapes)
+
+
+def test_matmul_non_contiguous():
+    check(lambda a, b: a.T @ b.flip(0), lambda a, b: a.T @ b[::-1], shapes=[(4, 3), (4, 2)])
+    check(lambda a, b: a[:, ::2] @ b.permute(1, 0), lambda a, b: a[:, ::2] @ b.T, shapes=[(3, 6), (5, 3)])
+
+
+def test_matmul_int_and_mixed():
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    b = np.arange(12, dtype=np.int32).reshape(3, 4) - 5
+    out = Tensor(a) @ Tensor(b)
+    assert out.dtype == dtypes.int32
+    assert_close(out.numpy(), a @ b)
+    mixed = Tensor(a) @ Tensor(b.astype(np.float32))
+    assert mixed.dtype == dtypes.float32
+    assert_close(mixed.numpy(), a @ b.astype(np.float32))
+
+
+def test_matmul_empty_inner():
+    out = Tensor(np.zeros((2, 0), np.float32)) @ Tensor(np.zeros((0, 3), np.float32))
+    assert_close(out.numpy(), np.zeros((2, 3), np.float32))
+
+
+def test_linear():
+    check(lambda x, w, b: x.linear(w, b), lambda x, w, b: x @ w + b, shapes=[(2, 3), (3, 4), (4,)])
+    check(lambda x, w: x.linear(w), lambda x, w: x @ w, shapes=[(2, 3), (3, 4)])
+
+
+EINSUM = [
+    ("ij,jk->ik", [(2, 3), (3, 4)]),
+    ("ij,jk", [(2, 3), (3, 4)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]),
+    ("ij->ji", [(2, 3)]),
+    ("ij->", [(2, 3)]),
+    ("ij->j", [(2, 3)]),
+    ("i,i->", [(4,), (4,)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ii->i", [(3, 3)]),
+    ("ii", [(3, 3)]),
+    ("ijk,ik->j", [(2, 3, 4), (2, 4)]),
+    ("i j , j k -> i k", [(2, 3), (3, 2)]),
+    ("abc,cd,de->abe", [(2, 2, 3), (3, 2), (2, 2)]),
+]
+
+
+@pytest.mark.parametrize("formula,shapes", EINSUM, ids=[e[0] for e in EINSUM])
+def test_einsum(formula, shapes):
+    check(lambda *ts: Tensor.einsum(formula, *ts), lambda *xs: np.einsum(formula.replace(" ", ""), *xs), shapes=shapes)
+
+
+def test_einsum_list_operands():
+    a, b = rand_array((2, 3)), rand_array((3, 2), seed=1)
+    assert_close(Tensor.einsum("ij,jk->ik", [Tensor(a), Tensor(b)]).numpy(), a @ b)
+
+
+def test_einsum_errors():
+    with pytest.raises(ValueError, match="2 operands"):
+        Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3))
+    with pytest.raises(ValueError, match=r"'ijk'.*\(2, 3\)"):
+        Tensor.einsum("ijk->i", Tensor.ones(2, 3))
+    with pytest.raises(ValueError, match="3 and 4"):
+        Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3), Tensor.ones(4, 2))

@@ -1,0 +1,186 @@
+"""Fusion, counted: how many kernels common expressions take (GlobalCounters.kernel_count); and transparency:
+the text and DOT dumps of the lazy graph, Context(DEBUG=n) output, GlobalCounters, per-device memory."""
+import numpy as np
+from helpers import assert_close, rand_array
+
+from tinygrad_core import Context, Device, GlobalCounters, Tensor, dtypes
+from tinygrad_core.helpers import DEBUG, getenv
+
+
+def realized_inputs(*shapes):
+    arrays = [rand_array(s, seed=i) for i, s in enumerate(shapes)]
+    return arrays, [Tensor(a).realize() for a in arrays]
+
+
+def kernels_for(t: Tensor) -> int:
+    GlobalCounters.reset()
+    t.realize()
+    return GlobalCounters.kernel_count
+
+
+def test_elementwise_chain_is_one_kernel():
+    (x, y, z), (tx, ty, tz) = realized_inputs((4, 5), (4, 5), (4, 5))
+    out = ((tx * ty + tz).relu() * 0.5).exp()
+    assert kernels_for(out) == 1
+    assert_close(out.numpy(), np.exp(np.maximum(x * y + z, 0) * 0.5), rtol=1e-5)
+
+
+def test_elementwise_with_broadcast_and_movement_is_one_kernel():
+    (x, y), (tx, ty) = realized_inputs((4, 5), (5,))
+    out = (tx.permute(1, 0).flip(0) * ty.reshape(5, 1) + 1).pad(((1, 0), (0, 1)))
+    assert kernels_for(out) == 1
+    assert_close(out.numpy(), np.pad(x.T[::-1] * y.reshape(5, 1) + 1, ((1, 0), (0, 1))))
+
+
+def test_reduce_with_epilogue_is_one_kernel():
+    (x,), (tx,) = realized_inputs((4, 6))
+    out = (tx.sum(axis=1) * 0.5 + 1).exp()
+    assert kernels_for(out) == 1
+    assert_close(out.numpy(), np.exp(x.sum(1) * 0.5 + 1), rtol=1e-5)
+
+
+def test_reduce_with_prologue_and_epilogue_is_one_kernel():
+    (x, y), (tx, ty) = realized_inputs((4, 6), (4, 6))
+    out = (tx * ty).exp().sum(axis=1) + 3
+    assert kernels_for(out) == 1
+    assert_close(out.numpy(), np.exp(x * y).sum(1) + 3, rtol=1e-5)
+
+
+def test_softmax_is_at_most_three_kernels():
+    (x,), (tx,) = realized_inputs((3, 8))
+    out = tx.softmax(-1)
+    assert kernels_for(out) <= 3
+    e = np.exp(x - x.max(-1, keepdims=True))
+    assert_close(out.numpy(), e / e.sum(-1, keepdims=True))
+
+
+def test_log_softmax_is_at_most_three_kernels():
+    _, (tx,) = realized_inputs((3, 8))
+    assert kernels_for(tx.log_softmax(-1)) <= 3
+
+
+def test_matmul_is_one_kernel():
+    (a, b), (ta, tb) = realized_inputs((3, 4), (4, 5))
+    out = ta @ tb
+    assert kernels_for(out) == 1
+    assert_close(out.numpy(), a @ b, rtol=1e-5)
+
+
+def test_realized_tensor_runs_no_kernel_again():
+    _, (tx,) = realized_inputs((4,))
+    out = (tx + 1).realize()
+    assert kernels_for(out) == 0
+    GlobalCounters.reset()
+    out.numpy()
+    assert GlobalCounters.kernel_count == 0
+
+
+def test_constants_need_no_input_kernel():
+    assert kernels_for(Tensor.ones(3, 4) * 2 + Tensor.full((3, 4), 1.5)) == 1
+
+
+def test_schedule_lists_kernels_without_running_them():
+    _, (tx,) = realized_inputs((3, 8))
+    out = tx.softmax(-1)
+    GlobalCounters.reset()
+    items = out.schedule()
+    assert GlobalCounters.kernel_count == 0
+    assert 1 <= len(items) <= 3
+
+
+def test_global_counters_count_work():
+    _, (tx, ty) = realized_inputs((16, 16), (16, 16))
+    GlobalCounters.reset()
+    (tx * ty + 1).realize()
+    assert GlobalCounters.kernel_count == 1
+    assert GlobalCounters.global_ops >= 2 * 256            # a multiply and an add per element
+    assert GlobalCounters.global_mem >= 3 * 256 * 4        # two inputs read, one output written
+    GlobalCounters.reset()
+    assert GlobalCounters.kernel_count == 0 and GlobalCounters.global_ops == 0 and GlobalCounters.global_mem == 0
+
+
+def test_memory_in_use_is_tracked():
+    # other tests' buffers may be freed by the garbage collector at any time: only count what this test holds
+    a = Tensor.ones(1000).contiguous().realize()
+    b = (a + 1).realize()
+    assert GlobalCounters.mem_used >= 8000
+    assert Device[a.device].memory_used() >= 8000
+    Device[a.device].synchronize()
+    assert b.numpy()[0] == 2.0
+
+
+# ---- transparency ----
+def test_graph_text_dump():
+    x = Tensor([1.0, 2.0, 3.0])
+    y = (x * 2 + 1).sum()
+    text = y.graph()
+    lines = text.splitlines()
+    assert any("BUFFER" in line for line in lines)
+    assert any("MUL" in line for line in lines) and any("ADD" in line for line in lines)
+    assert any("REDUCE_AXIS" in line for line in lines)
+    assert "float" in text
+    assert lines[-1].startswith("%") and "<-" in lines[-1]     # the root comes last and names its sources
+
+
+def test_graph_dot_export():
+    x = Tensor([[1.0, 2.0]])
+    dot = (x.exp() @ x.T).to_dot()
+    assert dot.startswith("digraph") and dot.rstrip().endswith("}")
+    assert "->" in dot and "EXP2" in dot and "REDUCE_AXIS" in dot
+    assert dot.count("{") == dot.count("}")
+
+
+def test_debug_1_reports_each_realize(capsys):
+    _, (tx,) = realized_inputs((4,))
+    with Context(DEBUG=1):
+        (tx * 3).realize()
+    out = capsys.readouterr().out
+    assert "realized 1 items" in out and "ms" in out
+
+
+def test_debug_2_reports_each_kernel(capsys):
+    _, (tx,) = realized_inputs((4, 6))
+    with Context(DEBUG=2):
+        (tx * 3).sum(1).realize()
+    out = capsys.readouterr().out
+    assert "r_" in out and "ms" in out and "4" in out
+
+
+def test_debug_3_prints_the_schedule(capsys):
+    _, (tx,) = realized_inputs((3, 8))
+    with Context(DEBUG=3):
+        tx.softmax().realize()
+    out = capsys.readouterr().out
+    assert "schedule:" in out and "KERNEL" in out
+
+
+def test_debug_4_prints_generated_source(capsys):
+    _, (tx,) = realized_inputs((7,))
+    with Context(DEBUG=4):
+        (tx * 7.25 + 1).realize()       # a kernel no other test compiles (source is printed when compiling)
+    lines = capsys.readouterr().out.splitlines()
+    # besides the schedule (DEBUG 3) and timing (DEBUG 2) lines, the kernel's source, which names the kernel
+    source = [line for line in lines if not line.startswith(("  ", "schedule:", "realized"))]
+    assert any("E_7" in line for line in source), lines
+
+
+def test_debug_0_is_silent(capsys):
+    _, (tx,) = realized_inputs((5,))
+    with Context(DEBUG=0):
+        (tx * 2).realize()
+    assert capsys.readouterr().out == ""
+
+
+def test_context_restores_and_getenv_sees_it():
+    old = DEBUG.value
+    with Context(DEBUG=3):
+        assert DEBUG >= 3 and getenv("DEBUG") == 3
+    assert DEBUG.value == old
+    with Context(SOME_NEW_SETTING=5):
+        assert getenv("SOME_NEW_SETTING") == 5
+    assert getenv("SOME_NEW_SETTING", 0) == 0
+
+
+def test_float16_kernel_and_int_kernel_fuse_too():
+    a = Tensor(np.arange(6, dtype=np.int32)).realize()
+    assert kernels_for((a * 2 + 1).cast(dtypes.float32).sqrt()) == 1

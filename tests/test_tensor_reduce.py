@@ -1,0 +1,186 @@
+"""Reductions against numpy: sum mean max min prod std var argmax argmin any all logsumexp softmax log_softmax
+cumsum, with axis as int/tuple/None and keepdim; gradients; 0-d, empty and non-contiguous inputs."""
+import numpy as np
+import pytest
+from helpers import assert_close, check, rand_array
+
+from tinygrad_core import Tensor, dtypes
+
+AXES = [None, 0, 1, -1, (0, 2), (0, 1, 2), (-1, 0)]
+
+
+def np_logsumexp(x, axis=None, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis) if axis is not None else out.reshape(())
+
+
+REDUCTIONS = [
+    ("sum", lambda x, a, k: x.sum(a, keepdim=k), lambda x, a, k: np.sum(x, axis=a, keepdims=k), (-2, 2)),
+    ("mean", lambda x, a, k: x.mean(a, keepdim=k), lambda x, a, k: np.mean(x, axis=a, keepdims=k), (-2, 2)),
+    ("max", lambda x, a, k: x.max(a, keepdim=k), lambda x, a, k: np.max(x, axis=a, keepdims=k), (-2, 2)),
+    ("min", lambda x, a, k: x.min(a, keepdim=k), lambda x, a, k: np.min(x, axis=a, keepdims=k), (-2, 2)),
+    ("prod", lambda x, a, k: x.prod(a, keepdim=k), lambda x, a, k: np.prod(x, axis=a, keepdims=k), (0.5, 1.5)),
+    ("std", lambda x, a, k: x.std(a, keepdim=k), lambda x, a, k: np.std(x, axis=a, keepdims=k, ddof=1), (-2, 2)),
+    ("var", lambda x, a, k: x.var(a, keepdim=k), lambda x, a, k: np.var(x, axis=a, keepdims=k, ddof=1), (-2, 2)),
+    ("logsumexp", lambda x, a, k: x.logsumexp(a, keepdim=k), np_logsumexp, (-2, 2)),
+]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("axis", AXES, ids=str)
+@pytest.mark.parametrize("name,tiny_fn,np_fn,bounds", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+def test_reduction(name, tiny_fn, np_fn, bounds, axis, keepdim):
+    check(lambda x: tiny_fn(x, axis, keepdim), lambda x: np_fn(x, axis, keepdim), shapes=[(2, 3, 4)],
+          low=bounds[0], high=bounds[1])
+
+
+@pytest.mark.parametrize("name,tiny_fn,np_fn,bounds", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+def test_reduction_on_permuted_input(name, tiny_fn, np_fn, bounds):
+    check(lambda x: tiny_fn(x.permute(2, 0, 1), 1, False), lambda x: np_fn(x.transpose(2, 0, 1), 1, False),
+          shapes=[(2, 3, 4)], low=bounds[0], high=bounds[1])
+
+
+def test_std_var_correction():
+    x = rand_array((3, 5))
+    assert_close(Tensor(x).var(1, correction=0).numpy(), np.var(x, axis=1), rtol=1e-5)
+    assert_close(Tensor(x).std(0, correction=0).numpy(), np.std(x, axis=0), rtol=1e-5)
+    var, mean = Tensor(x).var_mean(1)
+    assert_close(var.numpy(), np.var(x, axis=1, ddof=1), rtol=1e-5)
+    assert_close(mean.numpy(), np.mean(x, axis=1), rtol=1e-5)
+
+
+def test_max_gradient_ties_are_shared():
+    # PyTorch's amax semantics: equal maxima share the gradient evenly
+    x = Tensor([[1.0, 3.0, 3.0], [2.0, 0.0, -1.0]], requires_grad=True)
+    x.max(axis=1).sum().backward()
+    assert_close(x.grad.numpy(), [[0, 0.5, 0.5], [1, 0, 0]])
+
+
+def test_min_gradient():
+    x = Tensor([[1.0, 3.0, -2.0], [2.0, 0.0, 5.0]], requires_grad=True)
+    x.min().backward()
+    assert_close(x.grad.numpy(), [[0, 0, 1], [0, 0, 0]])
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_argmax_argmin(axis, keepdim):
+    x = np.array([[1, 5, 5, 0], [7, 2, 7, -1], [3, 3, 3, 3]], np.float32)   # ties: the first index wins
+    am, an = Tensor(x).argmax(axis, keepdim=keepdim), Tensor(x).argmin(axis, keepdim=keepdim)
+    assert dtypes.is_int(am.dtype)
+    expected_max = np.argmax(x, axis=axis, keepdims=keepdim) if axis is not None or not keepdim else \
+        np.argmax(x).reshape(1, 1)
+    expected_min = np.argmin(x, axis=axis, keepdims=keepdim) if axis is not None or not keepdim else \
+        np.argmin(x).reshape(1, 1)
+    assert_close(am.numpy(), expected_max)
+    assert_close(an.numpy(), expected_min)
+
+
+def test_argmax_int_and_3d():
+    x = rand_array((2, 3, 4), -10, 10, dtype=np.int32, seed=4)
+    for axis in (0, 1, 2):
+        assert_close(Tensor(x).argmax(axis).numpy(), np.argmax(x, axis=axis))
+        assert_close(Tensor(x).argmin(axis).numpy(), np.argmin(x, axis=axis))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)], ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_any_all(axis, keepdim):
+    x = np.array([[0, 1, 0], [0, 0, 0], [2, 3, 1]], np.int32)
+    for t, a in ((Tensor(x), x), (Tensor(x != 0), x != 0), (Tensor(x.astype(np.float32)), x)):
+        out_any, out_all = t.any(axis, keepdim=keepdim), t.all(axis, keepdim=keepdim)
+        assert out_any.dtype == dtypes.bool and out_all.dtype == dtypes.bool
+        assert_close(out_any.numpy(), np.any(a, axis=axis, keepdims=keepdim))
+        assert_close(out_all.numpy(), np.all(a, axis=axis, keepdims=keepdim))
+
+
+def np_softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax(axis):
+    check(lambda x: x.softmax(axis), lambda x: np_softmax(x, axis), shapes=[(2, 3, 4)])
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_log_softmax(axis):
+    check(lambda x: x.log_softmax(axis), lambda x: np.log(np_softmax(x, axis)), shapes=[(2, 3, 4)])
+
+
+def test_softmax_large_values_are_stable():
+    x = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0]], np.float32)
+    assert_close(Tensor(x).softmax().numpy(), np_softmax(x.astype(np.float64), -1), atol=1e-6)
+    x64 = x.astype(np.float64)
+    expected_log_softmax = x64 - x64.max(-1, keepdims=True) - np.log(np.exp(x64 - x64.max(-1, keepdims=True)).sum(-1,
+                                                                                                         keepdims=True))
+    assert_close(Tensor(x).log_softmax().numpy(), expected_log_softmax, atol=1e-4)
+    assert_close(Tensor(x).logsumexp(1).numpy(), np_logsumexp(x.astype(np.float64), 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumsum(axis):
+    check(lambda x: x.cumsum(axis), lambda x: np.cumsum(x, axis=axis), shapes=[(3, 4)])
+
+
+def test_cumsum_int_and_bool():
+    x = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+    assert_close(Tensor(x).cumsum(1).numpy(), np.cumsum(x, axis=1))
+    b = np.array([True, False, True, True])
+    assert_close(Tensor(b).cumsum(0).numpy(), np.cumsum(b))
+
+
+# ---- dtypes of reductions (PyTorch/numpy: small ints and bools sum in a wider int) ----
+def test_sum_dtypes():
+    assert Tensor([True, True, False]).sum().item() == 2
+    assert dtypes.is_int(Tensor([True, True]).sum().dtype)
+    i8 = Tensor(np.array([100, 100, 100], np.int8)).sum()
+    assert i8.item() == 300
+    assert Tensor([1, 2, 3]).sum().dtype == dtypes.int32
+    assert Tensor([1.0, 2.0]).sum(dtype=dtypes.float64).dtype == dtypes.float64
+    assert Tensor([1, 2, 3]).mean().dtype == dtypes.float32
+    assert Tensor([1, 2, 3]).mean().item() == 2.0
+    assert Tensor([1, 5, 3]).max().item() == 5
+    assert Tensor([1, 5, 3]).max().dtype == dtypes.int32
+
+
+def test_int_min_max_prod():
+    x = np.array([[3, -7, 2], [0, 9, -1]], np.int32)
+    assert_close(Tensor(x).min(1).numpy(), x.min(1))
+    assert_close(Tensor(x).max(0).numpy(), x.max(0))
+    assert_close(Tensor(x).prod(1).numpy(), x.prod(1))
+    u = np.array([3, 200, 7], np.uint8)
+    assert_close(Tensor(u).min().numpy(), u.min())
+    assert_close(Tensor(u).max().numpy(), u.max())
+
+
+# ---- 0-d and empty ----
+def test_reduce_0d():
+    x = Tensor(3.5)
+    assert x.sum().shape == () and x.sum().item() == 3.5
+    assert x.max().item() == 3.5
+    assert x.mean().item() == 3.5
+    assert x.sum(0).item() == 3.5
+    assert x.sum(keepdim=True).shape == ()
+
+
+def test_reduce_empty():
+    e = Tensor(np.zeros((0, 3), np.float32))
+    assert_close(e.sum(0).numpy(), np.zeros(3, np.float32))
+    assert e.sum(1).shape == (0,)
+    assert e.sum().item() == 0.0
+    assert_close(e.prod(0).numpy(), np.ones(3, np.float32))
+    assert np.isnan(e.mean().item())
+    assert e.sum(0, keepdim=True).shape == (1, 3)
+    with pytest.raises(ValueError, match="empty"):
+        e.max(0)
+
+
+def test_reduce_of_expanded_and_padded():
+    base = rand_array((1, 4))
+    check(lambda x: x.expand(3, 4).sum(0), lambda x: np.broadcast_to(x, (3, 4)).sum(0), arrays=[base])
+    check(lambda x: x.pad(((1, 1), (2, 0))).max(1), lambda x: np.pad(x, ((1, 1), (2, 0))).max(1),
+          arrays=[rand_array((2, 3), 0.5, 2)])
+    check(lambda x: x.flip(1).cumsum(1), lambda x: np.cumsum(x[:, ::-1], axis=1), shapes=[(2, 4)])
