@@ -172,9 +172,17 @@ def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:
 
 def _guard_assign(root: UOp, make_root):
     """x.assign(f(x)) is safe when f reads x only at the element being written; otherwise compute f(x) first."""
-    target_base = root.src[0].base
+    target = _resolve(root.src[0])
+    view_chain = set()            # the target's own view of its buffer: reading through it is reading in place
+    node = target
+    while True:
+        view_chain.add(node)
+        if node.op not in GroupOp.MOVEMENT:
+            break
+        node = node.src[0]
     for u in root.src[1].toposort():
-        if any(s.base is target_base and s is not root.src[0] for s in u.src):
+        u = _resolve(u)
+        if u.base is node and u not in view_chain and (u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER):
             make_root(_resolve(root.src[1]))
             return
 

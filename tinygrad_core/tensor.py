@@ -17,6 +17,10 @@ from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
 
 
+class _Unique:
+    """An arg that makes a node unlike any other (nodes are otherwise shared when they are built the same way)."""
+
+
 class _Switch:
     """A global flag that reads as a bool and works as a context manager: `with Tensor.no_grad(): ...`."""
 
@@ -208,10 +212,16 @@ class Tensor(NNOps):
             x = x.cast(self.dtype)
         if x.device != self.device:
             x = x.to(self.device)
-        if buffer_of(self.uop) is None:
+        target = buffer_of(self.uop)
+        if target is None:
             self.uop = x.uop
-        else:
-            self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+            return self
+        if any(t is not self and buffer_of(t.uop) is target for t in list(Tensor._live)):
+            # identical graphs realize into one buffer (zeros(3) twice is one node): writing it would change the
+            # other tensors too, so this tensor first takes a copy of its own
+            self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())
+            self.realize()
+        self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
         return self
 
     # ---- creation ----

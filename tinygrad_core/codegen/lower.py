@@ -21,8 +21,6 @@ class KernelOpts:
     upcast: tuple[tuple[int, int], ...] = ()     # (axis, amount) pairs; amount divides the axis
     local_size: int = 1                           # threads per group, on renderers with has_local
     unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
-    axis_order: tuple[int, ...] = ()              # output axes from slowest- to fastest-changing thread index
-                                                  # (default: as laid out); e.g. walk a matmul by column panels
 
 
 @dataclass
@@ -180,9 +178,7 @@ def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
     else:
         gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", total))
         thread_valid, global_size, local_size = None, (total, 1, 1), (1, 1, 1)
-    order = opts.axis_order or tuple(range(len(grid)))
-    thread_strides = dict(zip(order, contiguous_strides([grid[axis] for axis in order])))
-    coords = [sym.mod(sym.idiv(gid, thread_strides[axis]), g) for axis, g in enumerate(grid)]
+    coords = [sym.mod(sym.idiv(gid, stride), g) for stride, g in zip(contiguous_strides(grid), grid)]
     combos = list(itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
     idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
                  for combo in combos)

@@ -70,35 +70,54 @@ def _load_strides(value: UOp) -> list[tuple[dict[int, int], int, int]]:
     return out
 
 
+BIG_REDUCE = 1 << 26        # output elements x reduce length (a 512^3 matmul is 2^27)
+MEDIUM_REDUCE = 1 << 20
+
+
 def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
-    """A reduce that reads memory contiguously along its loop is left alone: the backend vectorises the loop itself
-    (partial sums per SIMD lane). Otherwise (a matmul's B, a sum over rows) SIMD lanes go across the output axis that
-    is contiguous in those loads, and a second output axis, along which those loads don't move, makes the register
-    tile: each vector loaded is used for several outputs."""
+    """Where every load reads memory contiguously along the reduce loop, the backend vectorises the loop itself
+    (partial sums per SIMD lane); a register tile over two output axes along which loads are broadcast (A @ B.T)
+    lets each loaded vector serve several outputs. Otherwise (a matmul's B, a sum over rows) SIMD lanes go across
+    an output axis that is contiguous in the strided loads, and a second output axis, along which those vector loads
+    don't move, makes the register tile."""
     shape = value.shape
     lanes = max(1, renderer.simd_width // value.dtype.itemsize)
     loads = _load_strides(value)
-    strided = [(axes, step) for axes, step, length in loads if step not in (0, 1) or (step and length < lanes)]
-    if not strided:
-        return KernelOpts()
+    strided = [axes for axes, step, length in loads if step not in (0, 1) or (step and length < lanes)]
+    # every upcast lane is lowered, rendered and compiled separately: small kernels get small tiles (a 128x128x784
+    # matmul gains little from the largest tile but would pay for it in compile time)
+    work = prod(shape) * max((length for _, _, length in loads), default=1)
+    size = 2 if work >= BIG_REDUCE else 1 if work >= MEDIUM_REDUCE else 0
     upcast: dict[int, int] = {}
     budget = renderer.max_upcast
 
+    def fitting(axis: int, amounts) -> int:
+        return next((a for a in amounts if a > 1 and shape[axis] % a == 0 and a <= budget), 0)
+
     def try_upcast(axis: int, amounts) -> bool:
         nonlocal budget
-        amount = next((a for a in amounts if a > 1 and shape[axis] % a == 0 and a <= budget), 0)
-        if amount:
+        if amount := fitting(axis, amounts):
             upcast[axis] = amount
             budget //= amount
         return bool(amount)
 
-    contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes, _ in strided) and
-                  any(axes[i] == 1 for axes, _ in strided)]
-    reused = [i for i in range(len(shape)) if shape[i] > 1 and i not in contiguous and
-              all(axes[i] == 0 for axes, _ in strided) and any(axes[i] for axes, _, _ in loads)]
+    if not strided:
+        moving = [axes for axes, step, _ in loads if step]
+        broadcast = [i for i in range(len(shape)) if shape[i] > 1 and any(axes[i] == 0 for axes in moving) and
+                     any(axes[i] for axes in moving)]
+        for axis in broadcast[-2:] if size else ():
+            try_upcast(axis, (4, 2))
+        return KernelOpts(tuple(sorted(upcast.items())))
+    contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes in strided) and
+                  any(axes[i] == 1 for axes in strided)]
     if contiguous:
-        vector_axis = contiguous[-1]
-        widths = (2 * lanes, lanes, lanes // 2, lanes // 4) if reused else (4 * lanes, 2 * lanes, lanes, lanes // 2)
-        if try_upcast(vector_axis, widths) and reused:
-            try_upcast(reused[-1], (4, 2))
+        widths = tuple(w for w in (4 * lanes, 2 * lanes, lanes, lanes // 2, lanes // 4) if w <= lanes << size)
+        # any axis that fills a whole vector will do; the output's innermost one also stores contiguously
+        vector_axis = max(contiguous, key=lambda i: (min(fitting(i, widths), lanes), i))
+        vector_loads = [axes for axes, _, _ in loads if axes[vector_axis] == 1]
+        reused = [i for i in range(len(shape)) if shape[i] > 1 and i != vector_axis and
+                  all(axes[i] == 0 for axes in vector_loads) and any(axes[i] for axes, _, _ in loads)]
+        if try_upcast(vector_axis, widths[1:] if reused and size else widths) and reused and size:
+            # 8 rows x 2 vectors = 16 accumulator registers: half of AVX-512's 32, too many for AVX2's 16
+            try_upcast(reused[-1], (8, 4, 2) if size == 2 and renderer.simd_width >= 64 else (4, 2))
     return KernelOpts(tuple(sorted(upcast.items())))

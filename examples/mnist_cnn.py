@@ -1,0 +1,58 @@
+"""Train a small CNN on MNIST with Adam; about 98.8% test accuracy after 3 epochs.
+
+    python examples/mnist_cnn.py [--device CPU] [--epochs 3] [--batch-size 128] [--save mnist_cnn.safetensors]"""
+from __future__ import annotations
+import os
+import sys
+import numpy as np
+from tinygrad_core import Tensor
+from tinygrad_core.nn import Conv2d, BatchNorm2d, Linear
+from tinygrad_core.nn.optim import Adam, StepLR
+from tinygrad_core.nn.datasets import Batches, load_mnist, random_crop
+from tinygrad_core.nn.state import get_parameters
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training import parse_args, train, evaluate, finish  # noqa: E402
+from mnist_mlp import normalize  # noqa: E402
+
+
+class MnistCNN:
+    """conv(1->16, stride 2) -> conv(16->32, stride 2) -> linear(32*7*7 -> 10), BatchNorm + ReLU after each conv.
+
+    Strided convolutions instead of conv + pooling: the same receptive field for half the work per step."""
+
+    def __init__(self):
+        self.conv1, self.bn1 = Conv2d(1, 16, kernel_size=3, stride=2, padding=1), BatchNorm2d(16)
+        self.conv2, self.bn2 = Conv2d(16, 32, kernel_size=3, stride=2, padding=1), BatchNorm2d(32)
+        self.fc = Linear(32 * 7 * 7, 10)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        x = self.bn1(self.conv1(x)).relu()        # 28x28 -> 14x14
+        x = self.bn2(self.conv2(x)).relu()        # 14x14 -> 7x7
+        return self.fc(x.flatten(1))
+
+
+def augment(x: np.ndarray, rng) -> np.ndarray:
+    """Shift each digit by up to 2 pixels (pad 2, crop back to 28x28), then normalize."""
+    return normalize(random_crop(x, 28, padding=2, rng=rng))
+
+
+def main(argv=None) -> float:
+    args = parse_args(__doc__.splitlines()[0], epochs=3, batch_size=128, lr=2e-3, argv=argv)
+    X_train, Y_train, X_test, Y_test = load_mnist(args.data_dir)
+    if args.train_limit:
+        X_train, Y_train = X_train[:args.train_limit], Y_train[:args.train_limit]
+    if args.test_limit:
+        X_test, Y_test = X_test[:args.test_limit], Y_test[:args.test_limit]
+    model = MnistCNN()
+    optimizer = Adam(get_parameters(model), lr=args.lr)
+    batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,
+                      transform=augment, seed=args.seed)
+    train(model, optimizer, batches, args.epochs, jit=not args.no_jit, scheduler=StepLR(optimizer, 1, gamma=0.5))
+    accuracy = evaluate(model, X_test, Y_test, normalize, jit=not args.no_jit)
+    finish(model, accuracy, args.save)
+    return accuracy
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Train the seed's TinyMLP (784-128-10) on MNIST with Adam; about 97.5% test accuracy after 3 epochs.
+
+    python examples/mnist_mlp.py [--device CPU] [--epochs 3] [--batch-size 128] [--save mnist_mlp.safetensors]"""
+from __future__ import annotations
+import os
+import sys
+import numpy as np
+from tinygrad_core import Tensor
+from tinygrad_core.nn import Linear
+from tinygrad_core.nn.optim import Adam
+from tinygrad_core.nn.datasets import Batches, load_mnist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training import parse_args, train, evaluate, finish  # noqa: E402
+
+
+class TinyMLP:
+    def __init__(self):
+        self.l1 = Linear(784, 128)   # 28*28 inputs -> 128 hidden units
+        self.l2 = Linear(128, 10)    # -> one logit per digit
+
+    def __call__(self, x: Tensor) -> Tensor:
+        x = x.reshape(shape=(-1, 784))
+        x = self.l1(x).relu()
+        return self.l2(x)
+
+
+def normalize(x: np.ndarray, rng=None) -> np.ndarray:
+    """uint8 images -> float32 with MNIST's mean and standard deviation removed."""
+    return ((x.astype(np.float32) / 255.0) - 0.1307) / 0.3081
+
+
+def main(argv=None) -> float:
+    args = parse_args(__doc__.splitlines()[0], epochs=3, batch_size=128, lr=1e-3, argv=argv)
+    X_train, Y_train, X_test, Y_test = load_mnist(args.data_dir)
+    if args.train_limit:
+        X_train, Y_train = X_train[:args.train_limit], Y_train[:args.train_limit]
+    if args.test_limit:
+        X_test, Y_test = X_test[:args.test_limit], Y_test[:args.test_limit]
+    model = TinyMLP()
+    optimizer = Adam([model.l1.weight, model.l1.bias, model.l2.weight, model.l2.bias], lr=args.lr)
+    batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,
+                      transform=normalize, seed=args.seed)
+    train(model, optimizer, batches, args.epochs, jit=not args.no_jit)
+    accuracy = evaluate(model, X_test, Y_test, normalize, jit=not args.no_jit)
+    finish(model, accuracy, args.save)
+    return accuracy
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Neural-network layers: plain objects holding parameter Tensors, called like functions.
+
+They sit on top of Tensor (their math is Tensor ops from tensor.py and nn_ops.py); optim, state and datasets live
+beside them. Initialisation follows PyTorch's defaults, attribute names follow tinygrad's (weight, bias, running_*)."""
+from __future__ import annotations
+import math
+import numpy as np
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.helpers import make_tuple, prod
+from tinygrad_core.tensor import Tensor
+
+
+class Layer:
+    """What every layer shares: .parameters() lists its tensors (those of sub-layers included)."""
+
+    def parameters(self) -> list[Tensor]:
+        from tinygrad_core.nn.state import get_parameters
+        return get_parameters(self)
+
+
+def _filled(shape, value: float, dtype=dtypes.float32, requires_grad: bool | None = None) -> Tensor:
+    """A tensor with a buffer of its own, from host memory: Tensor.ones(n) in two layers would be one graph node and
+    so realize into one shared buffer, and an optimizer updating one layer's weight would update both."""
+    return Tensor(np.full(make_tuple(shape, 1), value, dtype=np.float32), dtype=dtype, requires_grad=requires_grad)
+
+
+def _uniform_bias(size: int, fan_in: int) -> Tensor:
+    bound = 1 / math.sqrt(fan_in)
+    return Tensor.uniform(size, low=-bound, high=bound)
+
+
+class Linear(Layer):
+    """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        # kaiming_uniform with a=sqrt(5) gives PyTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        self.weight = Tensor.kaiming_uniform(out_features, in_features, a=math.sqrt(5))
+        self.bias = _uniform_bias(out_features, in_features) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.linear(self.weight.T, self.bias)
+
+
+class Conv2d(Layer):
+    """2-d cross-correlation; weight (out_channels, in_channels // groups, *kernel_size). padding may be 'same'."""
+    dims = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True):
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible "
+                             f"by groups ({groups})")
+        self.kernel_size = make_tuple(kernel_size, self.dims)
+        self.stride, self.dilation, self.groups = stride, dilation, groups
+        self.padding = self._same_padding(padding) if isinstance(padding, str) else padding
+        self.weight = Tensor.kaiming_uniform(out_channels, in_channels // groups, *self.kernel_size, a=math.sqrt(5))
+        fan_in = in_channels // groups * prod(self.kernel_size)
+        self.bias = _uniform_bias(out_channels, fan_in) if bias else None
+
+    def _same_padding(self, padding: str):
+        if padding != "same":
+            raise ValueError(f"padding must be an int, a tuple or 'same', got {padding!r}")
+        if any(s != 1 for s in make_tuple(self.stride, self.dims)):
+            raise ValueError("padding='same' needs stride 1 (the output could not keep the input's size otherwise)")
+        # flat (before, after) pairs from the last dimension, the odd pixel going after, as PyTorch does
+        pairs = []
+        for k, d in reversed(list(zip(self.kernel_size, make_tuple(self.dilation, self.dims)))):
+            total = d * (k - 1)
+            pairs += [total // 2, total - total // 2]
+        return tuple(pairs)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
+                        padding=self.padding)
+
+
+class Conv1d(Conv2d):
+    """1-d convolution over (batch, channels, length); weight (out_channels, in_channels // groups, kernel_size)."""
+    dims = 1
+
+
+class ConvTranspose2d(Layer):
+    """The transpose (gradient) of Conv2d; weight (in_channels, out_channels // groups, *kernel_size)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True):
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible "
+                             f"by groups ({groups})")
+        self.kernel_size = make_tuple(kernel_size, 2)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.dilation, self.groups = dilation, groups
+        # PyTorch computes fan_in from weight.shape[1:], i.e. out_channels // groups * kernel area
+        self.weight = Tensor.kaiming_uniform(in_channels, out_channels // groups, *self.kernel_size, a=math.sqrt(5))
+        self.bias = _uniform_bias(out_channels, out_channels // groups * prod(self.kernel_size)) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
+                                  dilation=self.dilation, padding=self.padding, output_padding=self.output_padding)
+
+
+class BatchNorm2d(Layer):
+    """Normalises each channel (axis 1) over every other axis.
+
+    In Tensor.training mode it uses the batch's statistics and updates running_mean/running_var
+    (running = (1 - momentum) * running + momentum * batch, the variance unbiased, as in PyTorch); otherwise it uses
+    the running statistics. The running tensors are returned by parameters() (with requires_grad=False), so an
+    optimizer built from them realizes their update with each step instead of letting the lazy graph grow."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
+                 momentum: float = 0.1):
+        self.eps, self.momentum, self.track_running_stats = eps, momentum, track_running_stats
+        self.weight = _filled(num_features, 1.0) if affine else None
+        self.bias = _filled(num_features, 0.0) if affine else None
+        if track_running_stats:
+            self.running_mean = _filled(num_features, 0.0, requires_grad=False)
+            self.running_var = _filled(num_features, 1.0, requires_grad=False)
+            self.num_batches_tracked = _filled(1, 0, dtypes.int32, requires_grad=False)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        axes = tuple(a for a in range(x.ndim) if a != 1)
+        if Tensor.training or not self.track_running_stats:
+            mean = x.mean(axes)
+            centered = x - mean.reshape(1, -1, *[1] * (x.ndim - 2))
+            var = (centered * centered).mean(axes)
+            if Tensor.training and self.track_running_stats:
+                self._update_running_stats(mean, var, count=x.numel() // x.shape[1])
+        else:
+            mean, var = self.running_mean, self.running_var
+        return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+
+    def _update_running_stats(self, mean: Tensor, var: Tensor, count: int):
+        m = self.momentum
+        unbiased = var.detach() * (count / max(count - 1, 1))
+        self.running_mean.assign(self.running_mean * (1 - m) + mean.detach() * m)
+        self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
+        self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+
+
+BatchNorm = BatchNorm2d
+BatchNorm1d = BatchNorm2d       # the channel axis is axis 1 for (N, C) and (N, C, L) inputs too
+
+
+class LayerNorm(Layer):
+    """Normalises over the last len(normalized_shape) axes, then scales by weight and shifts by bias."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
+        self.normalized_shape = make_tuple(normalized_shape, 1)
+        self.eps = eps
+        self.weight = _filled(self.normalized_shape, 1.0) if elementwise_affine else None
+        self.bias = _filled(self.normalized_shape, 0.0) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        n = len(self.normalized_shape)
+        if x.shape[-n:] != self.normalized_shape:
+            raise ValueError(f"LayerNorm{self.normalized_shape} got input of shape {x.shape}: its last {n} dims must "
+                             f"be {self.normalized_shape}")
+        x = x.layernorm(axis=tuple(range(-n, 0)), eps=self.eps)
+        return x if self.weight is None else x * self.weight + self.bias
+
+
+class GroupNorm(Layer):
+    """Splits the channels into num_groups groups and normalises each group over its channels and positions."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+        if num_channels % num_groups:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.weight = _filled(num_channels, 1.0) if affine else None
+        self.bias = _filled(num_channels, 0.0) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ValueError(f"GroupNorm over {self.num_channels} channels got input of shape {x.shape} (channels are "
+                             f"axis 1)")
+        x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(axis=-1, eps=self.eps).reshape(x.shape)
+        if self.weight is None:
+            return x
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        return x * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class Embedding(Layer):
+    """Row lookup: integer indices of any shape -> (*shape, embed_size). weight ~ N(0, 1) as in PyTorch."""
+
+    def __init__(self, vocab_size: int, embed_size: int):
+        self.vocab_size, self.embed_size = vocab_size, embed_size
+        self.weight = Tensor.randn(vocab_size, embed_size)
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        if not dtypes.is_int(idx.dtype):
+            raise TypeError(f"Embedding needs integer indices, got {idx.dtype}; use idx.cast(dtypes.int32)")
+        # a one-hot matrix times the table: a matmul the scheduler fuses, and its gradient is the scatter-add
+        one_hot = idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device)
+        return one_hot.cast(self.weight.dtype) @ self.weight
+
+
+class Dropout(Layer):
+    """Zeroes each element with probability p in Tensor.training mode (scaling the rest by 1/(1-p))."""
+
+    def __init__(self, p: float = 0.5):
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.dropout(self.p)
+
+
+from tinygrad_core.nn import optim, state, datasets  # noqa: E402  (they import the layers' Tensor)
+
+__all__ = ["Layer", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
+           "LayerNorm", "GroupNorm", "Embedding", "Dropout", "optim", "state", "datasets"]

@@ -1,0 +1,182 @@
+"""Optimizers (SGD, Adam, AdamW, LAMB) and learning-rate schedules.
+
+A step writes every parameter in place with assign() and realizes parameters and optimizer state in one
+Tensor.realize_all, so the whole update is one schedule (and a TinyJit around a training step captures it)."""
+from __future__ import annotations
+import math
+import numpy as np
+from tinygrad_core.tensor import Tensor
+
+
+class Optimizer:
+    """Holds the parameters and the learning rate. Tensors passed with requires_grad=None are switched to True (as
+    in tinygrad); ones with requires_grad=False (BatchNorm's running statistics) are realized with each step."""
+
+    def __init__(self, params: list[Tensor], lr: float):
+        unique = list({id(p): p for p in params}.values())
+        for p in unique:
+            if p.requires_grad is None:
+                p.requires_grad_(True)
+        self.params = [p for p in unique if p.requires_grad]
+        self.buffers = [p for p in unique if not p.requires_grad]
+        if not self.params:
+            raise ValueError("the optimizer got no tensor to train: pass the model's parameters "
+                             "(e.g. nn.state.get_parameters(model)), with requires_grad left at None or True")
+        self.device = self.params[0].device
+        # the learning rate is a tensor so that a schedule can change it under a jitted step
+        self.state: list[Tensor] = []
+        self.lr = self._new_state(value=lr)
+
+    def _new_state(self, like: Tensor | None = None, value: float = 0.0) -> Tensor:
+        """A state tensor with a buffer of its own: made from host memory, because equal lazy graphs
+        (Tensor.zeros(n).contiguous() twice) are one node in the graph and would realize into one shared buffer."""
+        shape, device, dtype = (like.shape, like.device, like.dtype) if like is not None else ((), self.device, None)
+        t = Tensor(np.full(shape, value, dtype=np.float32), device=device, dtype=dtype, requires_grad=False)
+        self.state.append(t)
+        return t
+
+    def _realize_state(self):
+        Tensor.realize_all(*self.params, *self.buffers, *self.state)
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        """Update every parameter that has a gradient, then realize parameters and state together."""
+        Tensor.realize_all(*self.schedule_step())
+
+    def schedule_step(self) -> list[Tensor]:
+        """Assign the updates without running them; returns the tensors to realize. Realize them together with
+        the loss (Tensor.realize_all(loss, *opt.schedule_step())) to run forward, backward and update as one
+        schedule: every kernel that reads a parameter runs before the kernel that overwrites it."""
+        self._update([(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None])
+        return [*self.params, *self.buffers, *self.state]
+
+    def _update(self, with_grad: list[tuple[int, Tensor, Tensor]]):
+        """Assign the new value of each (index, parameter, gradient) and of the optimizer's state."""
+        raise NotImplementedError
+
+    def get_lr(self) -> float:
+        return float(self.lr.item())
+
+    def set_lr(self, lr: float):
+        self.lr.assign(Tensor(float(lr), device=self.device, dtype=self.lr.dtype)).realize()
+
+
+class SGD(Optimizer):
+    """PyTorch's SGD: g = grad + weight_decay * p; with momentum, b = momentum * b + g and g = b (or, nesterov,
+    g = g + momentum * b); then p -= lr * g."""
+
+    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
+                 nesterov: bool = False):
+        super().__init__(params, lr)
+        if nesterov and momentum <= 0:
+            raise ValueError("nesterov=True needs a momentum > 0")
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        self.buffers_momentum = [self._new_state(p) for p in self.params] if momentum else []
+        self._realize_state()
+
+    def _update(self, with_grad):
+        for i, p, g in with_grad:
+            if self.weight_decay:
+                g = g + self.weight_decay * p
+            if self.momentum:
+                b = self.buffers_momentum[i].assign(self.momentum * self.buffers_momentum[i] + g)
+                g = g + self.momentum * b if self.nesterov else b
+            p.assign(p - self.lr * g)
+
+
+class LAMB(Optimizer):
+    """LAMB (layer-wise adaptive moments); with adam=True the trust ratio is 1, which makes it Adam(W).
+
+    Adam's moments with bias correction; weight_decay is decoupled (added to the update, as AdamW does)."""
+
+    def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
+                 weight_decay: float = 0.0, adam: bool = False):
+        super().__init__(params, lr)
+        self.b1, self.b2, self.eps, self.weight_decay, self.adam = b1, b2, eps, weight_decay, adam
+        self.t = self._new_state()               # the step count
+        self.b1_t = self._new_state(value=1.0)   # b1 ** t and b2 ** t, kept as running products
+        self.b2_t = self._new_state(value=1.0)
+        self.m = [self._new_state(p) for p in self.params]
+        self.v = [self._new_state(p) for p in self.params]
+        self._realize_state()
+
+    def _update(self, with_grad):
+        self.t.assign(self.t + 1)
+        b1_t = self.b1_t.assign(self.b1_t * self.b1)
+        b2_t = self.b2_t.assign(self.b2_t * self.b2)
+        for i, p, g in with_grad:
+            m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
+            v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * (g * g))
+            update = (m / (1 - b1_t)) / ((v / (1 - b2_t)).sqrt() + self.eps)
+            if self.weight_decay:
+                update = update + self.weight_decay * p
+            if not self.adam:
+                weight_norm, update_norm = p.square().sum().sqrt(), update.square().sum().sqrt()
+                trust = ((weight_norm > 0) & (update_norm > 0)).where(weight_norm / update_norm, 1.0)
+                update = update * trust
+            p.assign(p - self.lr * update)
+
+
+def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+          weight_decay: float = 0.01) -> LAMB:
+    """Adam with decoupled weight decay: p -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)."""
+    return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+
+
+class Adam(LAMB):
+    """Adam: p -= lr * m_hat / (sqrt(v_hat) + eps). weight_decay here is PyTorch's L2 penalty (added to the
+    gradient, so it passes through the moments); use AdamW for decoupled weight decay."""
+
+    def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        super().__init__(params, lr, b1, b2, eps, weight_decay=0.0, adam=True)
+        self.l2 = weight_decay
+
+    def _update(self, with_grad):
+        super()._update([(i, p, g + self.l2 * p) for i, p, g in with_grad] if self.l2 else with_grad)
+
+
+# ---- learning-rate schedules: plain functions of the step, and small objects that apply them ----
+def step_lr(base_lr: float, epoch: int, step_size: int, gamma: float = 0.1) -> float:
+    """base_lr * gamma ** (epoch // step_size), as torch.optim.lr_scheduler.StepLR."""
+    return base_lr * gamma ** (epoch // step_size)
+
+
+def cosine_lr(base_lr: float, step: int, total_steps: int, min_lr: float = 0.0, warmup_steps: int = 0) -> float:
+    """Linear warmup for warmup_steps, then half a cosine from base_lr down to min_lr at total_steps."""
+    if step < warmup_steps:
+        return base_lr * (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_lr + (base_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class StepLR:
+    """Multiply the optimizer's lr by gamma every step_size calls of step() (call it once per epoch)."""
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1):
+        self.optimizer, self.step_size, self.gamma = optimizer, step_size, gamma
+        self.base_lr, self.epoch = optimizer.get_lr(), 0
+
+    def step(self):
+        self.epoch += 1
+        self.optimizer.set_lr(step_lr(self.base_lr, self.epoch, self.step_size, self.gamma))
+
+
+class CosineAnnealingLR:
+    """Anneal the optimizer's lr from its initial value to eta_min over T_max calls of step()."""
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, warmup_steps: int = 0):
+        self.optimizer, self.T_max, self.eta_min, self.warmup_steps = optimizer, T_max, eta_min, warmup_steps
+        self.base_lr, self.count = optimizer.get_lr(), 0
+        if warmup_steps:
+            optimizer.set_lr(cosine_lr(self.base_lr, 0, T_max, eta_min, warmup_steps))
+
+    def step(self):
+        self.count += 1
+        self.optimizer.set_lr(cosine_lr(self.base_lr, self.count, self.T_max, self.eta_min, self.warmup_steps))
+
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LAMB", "step_lr", "cosine_lr", "StepLR", "CosineAnnealingLR"]
