@@ -98,7 +98,25 @@ def add(a: UOp, b: UOp | int) -> UOp:
     terms = dict(t1)
     for t, c in t2.items():
         terms[t] = terms.get(t, 0) + c
-    return from_linear({t: c for t, c in terms.items() if c}, c1 + c2)
+    return from_linear(_fold_divmod({t: c for t, c in terms.items() if c}), c1 + c2)
+
+
+def _fold_divmod(terms: dict[UOp, int]) -> dict[UOp, int]:
+    """k*(y % m) + k*m*(y // m) == k*y: put back together an index that was split into coordinates."""
+    changed = True
+    while changed:
+        changed = False
+        for t, k in list(terms.items()):
+            if t.op is Ops.MOD and is_const(t.src[1]) and t in terms:
+                y, m = t.src[0], t.src[1].arg
+                quotient = idiv(y, m)
+                if terms.get(quotient) == k * m:
+                    del terms[t], terms[quotient]
+                    terms[y] = terms.get(y, 0) + k
+                    terms = {u: c for u, c in terms.items() if c}
+                    changed = True
+                    break
+    return terms
 
 
 def mul(a: UOp, k: int) -> UOp:

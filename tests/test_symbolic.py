@@ -1,0 +1,79 @@
+"""The index simplifier must never change a value: random index expressions, simplified, are evaluated against
+the same expression computed naively over every value their variables can take."""
+import itertools
+from hypothesis import given, settings, strategies as st
+from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.ops import Ops, UOp
+
+
+def evaluate(u: UOp, env: dict) -> int:
+    if u.op is Ops.CONST:
+        return int(u.arg)
+    if u.op in (Ops.SPECIAL, Ops.RANGE):
+        return env[u]
+    a, b = (evaluate(s, env) for s in u.src)
+    if u.op is Ops.ADD:
+        return a + b
+    if u.op is Ops.MUL:
+        return a * b
+    q = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)       # C division truncates toward zero
+    if u.op is Ops.IDIV:
+        return q
+    if u.op is Ops.MOD:
+        return a - b * q
+    if u.op is Ops.CMPLT:
+        return int(a < b)
+    if u.op is Ops.AND:
+        return int(a and b)
+    raise AssertionError(u.op)
+
+
+X = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", 24))
+R = UOp(Ops.RANGE, sym.INDEX, (sym.const(5),), 0)
+STEPS = st.lists(st.tuples(st.sampled_from(["add", "mul", "idiv", "mod", "addvar"]), st.integers(-7, 9)),
+                 min_size=1, max_size=6)
+
+
+def build(steps, naive: bool):
+    expr = X
+    for kind, k in steps:
+        if kind == "add":
+            expr = UOp(Ops.ADD, sym.INDEX, (expr, sym.const(k))) if naive else sym.add(expr, k)
+        elif kind == "addvar":
+            expr = UOp(Ops.ADD, sym.INDEX, (expr, R)) if naive else sym.add(expr, R)
+        elif kind == "mul":
+            expr = UOp(Ops.MUL, sym.INDEX, (expr, sym.const(k))) if naive else sym.mul(expr, k)
+        elif k > 0:
+            if naive:
+                expr = UOp(Ops.IDIV if kind == "idiv" else Ops.MOD, sym.INDEX, (expr, sym.const(k)))
+            else:
+                expr = sym.idiv(expr, k) if kind == "idiv" else sym.mod(expr, k)
+    return expr
+
+
+@settings(max_examples=300, deadline=None)
+@given(STEPS)
+def test_simplified_index_math_keeps_its_value(steps):
+    simplified, naive = build(steps, naive=False), build(steps, naive=True)
+    for x, r in itertools.product(range(24), range(5)):
+        env = {X: x, R: r}
+        assert evaluate(simplified, env) == evaluate(naive, env), (steps, x, r)
+
+
+def test_bounds_contain_every_value():
+    expr = sym.add(sym.mul(sym.mod(sym.idiv(X, 3), 4), 5), R)
+    lo, hi = sym.bounds(expr)
+    values = [evaluate(expr, {X: x, R: r}) for x in range(24) for r in range(5)]
+    assert lo <= min(values) and max(values) <= hi
+
+
+def test_a_split_index_folds_back_to_itself():
+    # coordinates of a (4, 3, 2) grid recombined into the flat index: the simplifier must give back gidx0
+    coords = [sym.mod(sym.idiv(X, 6), 4), sym.mod(sym.idiv(X, 2), 3), sym.mod(X, 2)]
+    flat = sym.add(sym.add(sym.mul(coords[0], 6), sym.mul(coords[1], 2)), coords[2])
+    assert flat is X
+
+
+def test_comparisons_decided_by_bounds_fold_to_constants():
+    assert sym.lt(X, 24).arg is True and sym.lt(X, 0).arg is False
+    assert sym.ge(X, 0).arg is True
