@@ -20,6 +20,13 @@ class NNOps:
             raise ValueError(f"window {kernel} (dilation {dilations}) doesn't fit input of spatial size {spatial}")
         nl = len(lead)
         keep = [(0, s) for s in lead]
+        if all(k <= s for k, s in zip(kernel, strides)) and all(d == 1 for d in dilations):
+            # windows don't overlap: cut the input into stride-sized tiles and keep the first k of each
+            x = self.pad(tuple(keep + [(0, max(0, o * s - i)) for o, s, i in zip(outs, strides, spatial)]))
+            x = x.shrink(tuple(keep + [(0, o * s) for o, s in zip(outs, strides)]))
+            x = x.reshape(*lead, *flatten((o, s) for o, s in zip(outs, strides)))
+            x = x.shrink(tuple(keep + flatten(((0, o), (0, k)) for o, k in zip(outs, kernel))))
+            return x.permute(*range(nl), *[nl + 2 * i for i in range(dims)], *[nl + 2 * i + 1 for i in range(dims)])
         # repeat each spatial axis enough times that windows can be read as rows of a longer axis
         reps = [ceildiv(k * (i + d), i) for k, i, d in zip(kernel, spatial, dilations)]
         x = self.reshape(*lead, *flatten((1, i) for i in spatial))

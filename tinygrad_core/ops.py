@@ -282,6 +282,8 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
         return ()
     if op in (Ops.RESHAPE, Ops.EXPAND):
         return arg
+    if not u.src:              # kernel-level leaves (DEFINE_GLOBAL, SPECIAL, ...) have no tensor shape
+        return ()
     src_shape = u.src[0].shape
     if op is Ops.PERMUTE:
         return tuple(src_shape[i] for i in arg)
