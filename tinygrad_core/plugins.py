@@ -68,6 +68,7 @@ class Backend:
         if self.error is not None:
             raise RuntimeError(f"backend {self.name} is broken and can't be used even to compile: {self.error}")
         self._probed, self._reason = True, None
+        registry._usable = None
 
     @property
     def status(self) -> str:
@@ -91,6 +92,7 @@ class Registry:
         self.backends: dict[str, Backend] = {}
         self.broken: list[Backend] = []          # plugins that failed before naming a backend, and name clashes
         self.discovered = False
+        self._usable: list[Backend] | None = None
 
     def discover(self):
         if self.discovered:
@@ -112,6 +114,7 @@ class Registry:
     def add_plugin(self, plugin, distribution: str, version: str = "0", label: str | None = None):
         """Register one plugin object (a module or instance with the hook) and record what it provides."""
         label = label or distribution
+        self._usable = None
 
         def register(spec):
             if not isinstance(spec, BackendSpec):
@@ -140,7 +143,10 @@ class Registry:
         return sorted(self.backends.values(), key=lambda b: (-b.spec.priority if b.spec else 0, b.name)) + self.broken
 
     def usable(self) -> list[Backend]:
-        return [b for b in self.all() if b.spec is not None and b.reason is None]
+        """Usable backends, best first (kept: Device.DEFAULT asks on every tensor made without a device)."""
+        if self._usable is None:
+            self._usable = [b for b in self.all() if b.spec is not None and b.reason is None]
+        return self._usable
 
 
 registry = Registry()

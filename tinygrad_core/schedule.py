@@ -17,7 +17,8 @@ from tinygrad_core.ops import Ops, UOp, GroupOp
 class ScheduleItem:
     ast: UOp                 # SINK(STORE(DEFINE_GLOBAL 0, value)) for a kernel; the COPY node for a transfer
     bufs: list[Buffer]       # output first, then the inputs in DEFINE_GLOBAL order
-    node: UOp                # the graph node this item computes (for DEBUG output and graph dumps)
+    node: UOp                # the graph node this item computes
+    becomes: UOp | None = None   # the buffer view that holds node's value once the item has run
 
 
 # every node that has been computed, mapped to the buffer view that holds its value (while the node lives)
@@ -32,14 +33,19 @@ def buffer_uop(buf: Buffer, version: int = 0) -> UOp:
 
 def buffer_of(u: UOp) -> Buffer | None:
     """The Buffer holding u's value when u is a plain (contiguous, whole) view of one, else None."""
-    u = realized.get(u, u)
+    u = _resolve(u)
     if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER:
         u = u.src[0]
     return u.arg[0] if u.op is Ops.BUFFER else None
 
 
+# what the schedule being built will compute (published to `realized` by run_schedule, once each kernel has run)
+_planned: dict[UOp, UOp] = {}
+
+
 def _resolve(u: UOp) -> UOp:
-    return realized.get(u, u)
+    found = _planned.get(u)
+    return found if found is not None else realized.get(u, u)
 
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
@@ -106,14 +112,20 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     position = {u: i for i, u in enumerate(order)}
     roots = _order_roots(roots, position, is_root)
     items = []
-    for root in roots:
-        out = Buffer(root.device, prod(root.shape), root.dtype) if root.op is not Ops.ASSIGN else None
-        item = _make_item(root, out, is_root)
-        if item is not None:
-            items.append(item)
-        target = item.bufs[0] if item is not None else out
-        version = _resolve(root.src[0]).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
-        realized[root] = buffer_uop(target, version).reshape(root.shape)
+    try:
+        for root in roots:
+            out = Buffer(root.device, prod(root.shape), root.dtype) if root.op is not Ops.ASSIGN else None
+            item = _make_item(root, out, is_root)
+            target = item.bufs[0] if item is not None else out
+            version = _resolve(root.src[0]).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
+            _planned[root] = view = buffer_uop(target, version).reshape(root.shape)
+            if item is None:               # an empty result: nothing to compute
+                realized[root] = view
+            else:
+                item.becomes = view
+                items.append(item)
+    finally:
+        _planned.clear()
     return items
 
 

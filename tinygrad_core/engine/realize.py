@@ -12,7 +12,7 @@ from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import DEBUG, GlobalCounters, colored, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
-from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order
+from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 
 # kernels run while a TinyJit is capturing are recorded here: (runner, buffers, variable values)
 capturing: list | None = None
@@ -81,6 +81,7 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict | None = None):
         for buf in item.bufs:
             buf.ensure_allocated()
         seconds = runner(item.bufs, var_vals, wait=DEBUG >= 2)
+        realized[item.node] = item.becomes
         if capturing is not None:
             capturing.append((runner, item.bufs, var_vals))
         if isinstance(runner, CompiledRunner):
