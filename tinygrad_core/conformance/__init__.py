@@ -1,0 +1,16 @@
+"""The backend conformance suite: the tests every backend must pass, as a pytest plugin plus test modules.
+
+Run it with `tinygrad-core conformance NAME` or `pytest --pyargs tinygrad_core.conformance --backend NAME`; the
+module for section N is test_N_*.py, and plugin.py prints the per-section table and writes the JSON report."""
+
+SECTIONS = {
+    1: "discovery and metadata",
+    2: "allocator",
+    3: "compile and launch",
+    4: "primitive ops x dtypes",
+    5: "reductions and movement",
+    6: "tensor ops forward and backward",
+    7: "JIT capture and replay",
+    8: "training a small conv net",
+    9: "determinism and copies",
+}
