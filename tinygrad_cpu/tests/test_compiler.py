@@ -1,0 +1,82 @@
+"""The LLVM compiler: bad IR is a CompileError carrying the IR and LLVM's message; the disk-cache key names the CPU
+and the LLVM versions; cached binaries load and run."""
+import llvmlite
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from tinygrad_core.device import Device, CompileError
+from tinygrad_core.dtype import dtypes
+from tinygrad_core.ops import Ops
+from tinygrad_cpu.compiler import LLVMCompiler, split_binary
+from tinygrad_cpu.runtime import CPUProgram
+from cpu_kernel_runner import run_elementwise
+
+HEADER = "; tinygrad_cpu work_per_index=1 buffers=1 vars=0\n"
+GOOD = HEADER + """define void @"add_one"(ptr noalias %data0, i32 %start, i32 %end) nounwind {
+entry:
+  %run = icmp slt i32 %start, %end
+  br i1 %run, label %body, label %exit
+body:
+  %i = phi i32 [%start, %entry], [%next, %body]
+  %p = getelementptr inbounds float, ptr %data0, i32 %i
+  %x = load float, ptr %p
+  %y = fadd float %x, 1.0
+  store float %y, ptr %p
+  %next = add i32 %i, 1
+  %more = icmp slt i32 %next, %end
+  br i1 %more, label %body, label %exit
+exit:
+  ret void
+}
+"""
+
+
+def test_invalid_ir_raises_compile_error_with_source_and_llvm_message():
+    bad = GOOD.replace("fadd float %x, 1.0", "fadd float %x, %undefined_value")
+    with pytest.raises(CompileError) as info:
+        LLVMCompiler().compile(bad)
+    assert info.value.source == bad
+    assert "undefined_value" in info.value.message        # LLVM's own words about what is wrong
+
+
+def test_type_error_in_ir_is_a_compile_error():
+    with pytest.raises(CompileError):
+        LLVMCompiler().compile(GOOD.replace("fadd float %x, 1.0", "fadd i32 %x, 1"))
+
+
+def test_source_without_the_renderer_header_is_refused():
+    with pytest.raises(CompileError, match="header"):
+        LLVMCompiler().compile(GOOD[len(HEADER):])
+
+
+def test_cache_key_names_cpu_and_versions():
+    key = LLVMCompiler().cachekey
+    assert llvm.get_host_cpu_name() in key
+    assert llvmlite.__version__ in key and ".".join(map(str, llvm.llvm_version_info)) in key
+
+
+def test_compiled_binary_runs_and_splits_across_threads():
+    lib = LLVMCompiler().compile(GOOD)
+    meta, obj = split_binary(lib)
+    assert meta["symbol"] == "add_one" and obj[:4] == b"\x7fELF"
+    program = CPUProgram("add_one", lib)
+    allocator = Device["CPU"].allocator
+    buf = allocator.alloc(4 * 1000)
+    allocator.copyin(buf, memoryview(np.arange(1000, dtype=np.float32).view(np.uint8)))
+    seconds = program(buf, global_size=(1000, 1, 1), wait=True)
+    out = np.empty(1000, np.float32)
+    allocator.copyout(memoryview(out.view(np.uint8)), buf)
+    np.testing.assert_array_equal(out, np.arange(1000, dtype=np.float32) + 1)
+    assert isinstance(seconds, float) and seconds >= 0
+
+
+def test_disk_cache_reuses_binaries(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path))
+    x = np.arange(64, dtype=np.int32)
+    first = run_elementwise(Ops.MUL, dtypes.int32, [(x, dtypes.int32), (x, dtypes.int32)])
+    entries = list(tmp_path.rglob("*"))
+    assert any(p.is_file() for p in entries)
+    second = run_elementwise(Ops.MUL, dtypes.int32, [(x, dtypes.int32), (x, dtypes.int32)])
+    np.testing.assert_array_equal(first, x * x)
+    np.testing.assert_array_equal(second, x * x)
+    assert list(tmp_path.rglob("*")) == entries            # the second run compiled nothing new

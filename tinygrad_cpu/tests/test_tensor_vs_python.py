@@ -1,0 +1,113 @@
+"""A sample of Tensor programs run on CPU and on the reference backend (PYTHON): same results, forward and backward.
+
+Sizes are small and deliberately not multiples of the upcast/unroll amounts, so remainders and padding masks run."""
+import numpy as np
+import pytest
+from tinygrad_core import Tensor, dtypes
+from tinygrad_core.codegen.opts import choose_opts
+from tinygrad_core.device import Device
+
+rng = np.random.default_rng(42)
+A = rng.standard_normal((5, 7), dtype=np.float32)
+B = rng.standard_normal((7, 6), dtype=np.float32)
+V = rng.standard_normal((7,), dtype=np.float32)
+IMG = rng.standard_normal((2, 3, 9, 8), dtype=np.float32)
+KERNEL = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+INTS = rng.integers(-50, 50, (6, 5)).astype(np.int32)
+
+PROGRAMS = {
+    "fused_chain": lambda a, b, v, img, w, i: ((a * 2 + v).relu() * 0.5).exp(),
+    "matmul": lambda a, b, v, img, w, i: a @ b,
+    "matmul_bias_relu": lambda a, b, v, img, w, i: (a @ b + b[0]).relu(),
+    "sum_axes": lambda a, b, v, img, w, i: img.sum(axis=(0, 2)) + img.sum(),
+    "max_min": lambda a, b, v, img, w, i: a.max(axis=1) - a.min(axis=0).sum(),
+    "mean_var": lambda a, b, v, img, w, i: a.var(axis=0) + a.mean(),
+    "softmax": lambda a, b, v, img, w, i: a.softmax(axis=1),
+    "log_softmax": lambda a, b, v, img, w, i: a.log_softmax(axis=0),
+    "conv2d_padded": lambda a, b, v, img, w, i: img.conv2d(w, padding=1),
+    "conv2d_strided": lambda a, b, v, img, w, i: img.conv2d(w, stride=2),
+    "max_pool": lambda a, b, v, img, w, i: img.max_pool2d(),
+    "movement": lambda a, b, v, img, w, i: a.pad(((1, 2), (0, 3))).flip(0).permute(1, 0)[1:5, ::2] * 3,
+    "cat_where": lambda a, b, v, img, w, i: (a > 0).where(a, a.cat(a, dim=0)[3:8] * -1),
+    "transcendental": lambda a, b, v, img, w, i: a.sin() + a.abs().sqrt() + (a.abs() + 1).log() + a.sigmoid(),
+    "int_math": lambda a, b, v, img, w, i: (i // 3) + (i % 7) * 2 - (i ^ 5) + i.max(axis=0),
+    "int_sum_and_cast": lambda a, b, v, img, w, i: i.sum(axis=1).cast(dtypes.float32) / 3 + i.float().mean(),
+    "half": lambda a, b, v, img, w, i: (a.half() * 3 + 1).sum(axis=1).float(),
+    "bfloat16": lambda a, b, v, img, w, i: (a.bfloat16() * 3 + 1).exp2().float(),
+    "argmax_cumsum": lambda a, b, v, img, w, i: a.argmax(axis=1).float() + a.cumsum(axis=1).sum(axis=1),
+    "arange": lambda a, b, v, img, w, i: (Tensor.arange(37, device=a.device).reshape(37, 1) *
+                                          Tensor.arange(3, device=a.device)),
+}
+
+
+def run(program, device):
+    inputs = [Tensor(x, device=device) for x in (A, B, V, IMG, KERNEL, INTS)]
+    return program(*inputs).numpy()
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_forward_matches_reference(name):
+    got, want = run(PROGRAMS[name], "CPU"), run(PROGRAMS[name], "PYTHON")
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def mlp_gradients(device):
+    x = Tensor(A, device=device)
+    w1 = Tensor(B, device=device, requires_grad=True)
+    w2 = Tensor(B[:6, :3].copy(), device=device, requires_grad=True)
+    loss = (x @ w1).relu().matmul(w2).log_softmax(axis=1).mean()
+    loss.backward()
+    return loss.numpy(), w1.grad.numpy(), w2.grad.numpy()
+
+
+def test_backward_matches_reference():
+    for got, want in zip(mlp_gradients("CPU"), mlp_gradients("PYTHON")):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_conv_backward_matches_reference():
+    def grads(device):
+        img = Tensor(IMG, device=device, requires_grad=True)
+        w = Tensor(KERNEL, device=device, requires_grad=True)
+        img.conv2d(w, padding=1).relu().sum().backward()
+        return img.grad.numpy(), w.grad.numpy()
+    for got, want in zip(grads("CPU"), grads("PYTHON")):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# ---- the kernels big enough for register tiles, vectorised reduce loops and prefetches (checked against numpy:
+# the reference interpreter would take too long at these sizes) ----
+BIG_CASES = {
+    # name: (numpy inputs, the program, the numpy result, the upcast the CPU's opts must choose)
+    "matmul": (lambda r: (r.standard_normal((256, 320), dtype=np.float32),
+                          r.standard_normal((320, 384), dtype=np.float32)),
+               lambda a, b: a @ b, lambda a, b: a @ b, ((0, 4), (1, 16))),
+    "matmul_big_tile": (lambda r: (r.standard_normal((512, 256), dtype=np.float32),
+                                   r.standard_normal((256, 512), dtype=np.float32)),
+                        lambda a, b: a @ b, lambda a, b: a @ b, ((0, 8), (1, 32))),
+    "matmul_transposed": (lambda r: (r.standard_normal((96, 1000), dtype=np.float32),
+                                     r.standard_normal((80, 1000), dtype=np.float32)),
+                          lambda a, b: a @ b.T, lambda a, b: a @ b.T, ((0, 4), (1, 4))),
+    "weight_gradient": (lambda r: (r.standard_normal((64, 128), dtype=np.float32),
+                                   r.standard_normal((64, 784), dtype=np.float32)),
+                        lambda g, x: g.T @ x, lambda g, x: g.T @ x, ((0, 4), (1, 16))),
+    "sum_rows": (lambda r: (r.standard_normal((1024, 1024), dtype=np.float32),),
+                 lambda m: m.sum(axis=0), lambda m: m.sum(axis=0), ((0, 32),)),
+    "sum_columns": (lambda r: (r.standard_normal((1030, 1024), dtype=np.float32),),
+                    lambda m: m.sum(axis=1), lambda m: m.sum(axis=1), ()),
+}
+
+
+@pytest.mark.parametrize("name", BIG_CASES)
+def test_tiled_kernels_match_numpy(name):
+    make, program, reference, upcast = BIG_CASES[name]
+    arrays = make(np.random.default_rng(3))
+    # the tiling chosen, from a graph of its own (schedule() marks its graph's result as computed)
+    kernel = program(*[Tensor(x, device="CPU") for x in arrays]).schedule()[-1]
+    assert choose_opts(kernel.ast, Device["CPU"].renderer).upcast == upcast
+    out = program(*[Tensor(x, device="CPU") for x in arrays])
+    np.testing.assert_allclose(out.numpy(), reference(*arrays), rtol=1e-4, atol=1e-3)
