@@ -156,8 +156,11 @@ def reshape_index(idx: Indices, shape, src_shape) -> Indices:
     flat = sym.const(0)
     for i, stride in zip(idx, contiguous_strides(shape)):
         flat = sym.add(flat, sym.mul(i, stride))
-    return tuple(sym.mod(sym.idiv(flat, stride), s) if s != 1 else sym.const(0)
-                 for stride, s in zip(contiguous_strides(src_shape), src_shape))
+    # no "% size" on the outermost axis: at every position that is read, flat is in range (positions outside it
+    # sit in padding, whose loads are gated off), and that modulo would cost a division per element
+    first = next((i for i, s in enumerate(src_shape) if s != 1), None)
+    return tuple(sym.const(0) if s == 1 else sym.idiv(flat, stride) if i == first else sym.mod(sym.idiv(flat, stride), s)
+                 for i, (stride, s) in enumerate(zip(contiguous_strides(src_shape), src_shape)))
 
 
 def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
