@@ -15,6 +15,7 @@ from tinygrad_core.ops import Ops, UOp
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
 from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
+from tinygrad_core.creation import CreationOps
 
 
 class _Unique:
@@ -52,13 +53,11 @@ def _broadcast_shape(*shapes) -> tuple[int, ...]:
     return tuple(out)
 
 
-class Tensor(NNOps):
+class Tensor(CreationOps, NNOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
     training = _Switch(False)
     no_grad = _Switch(False)
     train = training        # `with Tensor.train():` as in tinygrad (Tensor.train(False) for evaluation)
-    _seed: int = 0
-    _rng_counter: int = 0
     _grad_tensors: weakref.WeakSet = weakref.WeakSet()     # tensors with requires_grad=True, for backward()
     _live: weakref.WeakSet = weakref.WeakSet()             # every tensor, for realize_all's write-after-read check
 
@@ -223,159 +222,6 @@ class Tensor(NNOps):
             self.realize()
         self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
         return self
-
-    # ---- creation ----
-    @staticmethod
-    def empty(*shape, device=None, dtype=None, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        dtype = to_dtype(dtype or dtypes.default_float)
-        device = Device.canonicalize(device)
-        return Tensor(buffer_uop(Buffer(device, prod(shape), dtype)).reshape(shape), **kwargs)
-
-    @staticmethod
-    def full(shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
-        shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        if any(not isinstance(s, int) or s < 0 for s in shape):
-            raise ValueError(f"shape must be non-negative ints, got {shape}")
-        dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-        const = UOp.const(dtype, fill_value, Device.canonicalize(device))
-        return Tensor(const.broadcast_to(shape), **kwargs)
-
-    @staticmethod
-    def zeros(*shape, **kwargs) -> Tensor:
-        return Tensor.full(argfix(*shape), 0.0, **{"dtype": dtypes.default_float} | kwargs)
-
-    @staticmethod
-    def ones(*shape, **kwargs) -> Tensor:
-        return Tensor.full(argfix(*shape), 1.0, **{"dtype": dtypes.default_float} | kwargs)
-
-    @staticmethod
-    def arange(start, stop=None, step=1, device=None, dtype=None, **kwargs) -> Tensor:
-        if stop is None:
-            start, stop = 0, start
-        dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
-        n = max(0, math.ceil((stop - start) / step))
-        # the values are made on the host and uploaded: a constant table, not a computation
-        values = start + step * np.arange(n, dtype=np.float64)
-        return Tensor(values.astype(np.float32 if dtype == dtypes.bfloat16 else dtype.np), device=device, dtype=dtype,
-                      **kwargs)
-
-    @staticmethod
-    def linspace(start, stop, steps: int, device=None, dtype=None, **kwargs) -> Tensor:
-        dtype = to_dtype(dtype or dtypes.default_float)
-        if steps == 1:
-            return Tensor([start], device=device, dtype=dtype, **kwargs)
-        return (Tensor.arange(steps, device=device, dtype=dtypes.float32) * ((stop - start) / (steps - 1)) +
-                start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
-
-    @staticmethod
-    def eye(n: int, m: int | None = None, device=None, dtype=None, **kwargs) -> Tensor:
-        m = n if m is None else m
-        rows = Tensor.arange(n, device=device).reshape(n, 1)
-        cols = Tensor.arange(m, device=device).reshape(1, m)
-        return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
-            kwargs.get("requires_grad"))
-
-    def full_like(self, fill_value, **kwargs) -> Tensor:
-        return Tensor.full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device} | kwargs)
-
-    def zeros_like(self, **kwargs) -> Tensor:
-        return self.full_like(0, **kwargs)
-
-    def ones_like(self, **kwargs) -> Tensor:
-        return self.full_like(1, **kwargs)
-
-    def rand_like(self, **kwargs) -> Tensor:
-        return Tensor.rand(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
-
-    def randn_like(self, **kwargs) -> Tensor:
-        return Tensor.randn(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
-
-    # ---- randomness: a counter-based hash computed on the device ----
-    @staticmethod
-    def manual_seed(seed: int = 0):
-        Tensor._seed, Tensor._rng_counter = seed, 0
-
-    @staticmethod
-    def _next_offset(count: int) -> int:
-        offset = (Tensor._rng_counter + Tensor._seed * 0x9E3779B9) & 0xFFFFFFFF
-        Tensor._rng_counter += count
-        return offset
-
-    @staticmethod
-    def _refill_offset(buf: Buffer, count: int):
-        """Give a captured random-number kernel a fresh offset (TinyJit calls this before each replay)."""
-        buf.copyin(np.array([Tensor._next_offset(count)], dtype=np.uint32))
-
-    @staticmethod
-    def _random_bits(n: int, device) -> Tensor:
-        """n pseudo-random uint32s: a hash of (position + offset), where the offset advances with every call and
-        starts from the seed, so runs with one seed repeat. The offset sits in a one-element buffer (not a constant)
-        so a TinyJit replay can refresh it and draw new numbers."""
-        offset = Tensor(np.array([Tensor._next_offset(n)], dtype=np.uint32), device=device)
-        random_offset_buffers[buffer_of(offset.uop)] = n
-        x = Tensor.arange(n, device=device, dtype=dtypes.uint32) + offset
-        for shift, multiplier in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
-            x = x ^ (x >> shift)
-            if multiplier is not None:
-                x = x * multiplier
-        return x
-
-    @staticmethod
-    def rand(*shape, device=None, dtype=None, **kwargs) -> Tensor:
-        """Uniform in [0, 1)."""
-        shape = argfix(*shape)
-        bits = Tensor._random_bits(prod(shape), Device.canonicalize(device))
-        values = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
-        return Tensor(values.reshape(shape).cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
-
-    @staticmethod
-    def randn(*shape, dtype=None, **kwargs) -> Tensor:
-        """Standard normal, by the Box-Muller transform."""
-        shape = argfix(*shape)
-        u = Tensor.rand(2, *shape, device=kwargs.pop("device", None))
-        z = (u[0] * (2 * math.pi)).cos() * (1 - u[1]).log().mul(-2).sqrt()
-        return Tensor(z.cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
-
-    @staticmethod
-    def randint(*shape, low=0, high=10, device=None, dtype=dtypes.int32, **kwargs) -> Tensor:
-        if high <= low:
-            raise ValueError(f"randint needs low < high, got low={low}, high={high}")
-        return (Tensor.rand(*shape, device=device) * (high - low) + low).floor().cast(to_dtype(dtype)).requires_grad_(
-            kwargs.get("requires_grad"))
-
-    @staticmethod
-    def uniform(*shape, low=0.0, high=1.0, dtype=None, **kwargs) -> Tensor:
-        requires_grad = kwargs.pop("requires_grad", None)
-        out = (Tensor.rand(*shape, **kwargs) * (high - low) + low).cast(to_dtype(dtype or dtypes.default_float))
-        return out.requires_grad_(requires_grad)
-
-    @staticmethod
-    def normal(*shape, mean=0.0, std=1.0, **kwargs) -> Tensor:
-        requires_grad = kwargs.pop("requires_grad", None)
-        return (Tensor.randn(*shape, **kwargs) * std + mean).requires_grad_(requires_grad)
-
-    @staticmethod
-    def scaled_uniform(*shape, **kwargs) -> Tensor:
-        return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
-
-    @staticmethod
-    def glorot_uniform(*shape, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
-        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
-
-    @staticmethod
-    def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
-        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
-
-    @staticmethod
-    def kaiming_normal(*shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
-        return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
 
     # ---- autograd ----
     def backward(self, gradient: Tensor | None = None) -> Tensor:
@@ -1126,10 +972,6 @@ def _readers_of_overwritten(tensors) -> list[Tensor]:
                 stack.extend((s, False) for s in u.src if s not in reads)
         return reads[root]
     return [t for t in list(Tensor._live) if id(t) not in chosen and buffer_of(t.uop) is None and reads_target(t.uop)]
-
-
-# the one-element offset buffers of random-number kernels, and how many numbers each draws (for TinyJit)
-random_offset_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:

@@ -80,7 +80,8 @@ class TinyJit:
         return self._capture(signature, inputs, args, kwargs)
 
     def _capture(self, signature, inputs, args, kwargs):
-        from tinygrad_core.tensor import Tensor, random_offset_buffers
+        from tinygrad_core.tensor import Tensor
+        from tinygrad_core.creation import random_offset_buffers
         before = dict(random_offset_buffers)
         realize.capturing = recording = []
         try:

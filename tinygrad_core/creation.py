@@ -1,0 +1,175 @@
+"""Making tensors: constants, ranges, and random numbers (a counter-based hash computed on the device).
+
+Mixed into Tensor as class methods, so `Tensor.rand(2, 3)` and `Tensor.zeros_like(t)` read as in tinygrad."""
+from __future__ import annotations
+import math
+import weakref
+import numpy as np
+from tinygrad_core.device import Buffer, Device
+from tinygrad_core.dtype import dtypes, to_dtype
+from tinygrad_core.helpers import argfix, prod
+from tinygrad_core.ops import UOp
+from tinygrad_core.schedule import buffer_uop, buffer_of
+
+# the one-element offset buffers of random-number kernels, and how many numbers each draws (for TinyJit)
+random_offset_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class CreationOps:
+    _seed: int = 0
+    _rng_counter: int = 0
+
+    # ---- creation ----
+    @classmethod
+    def empty(cls, *shape, device=None, dtype=None, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        dtype = to_dtype(dtype or dtypes.default_float)
+        device = Device.canonicalize(device)
+        return cls(buffer_uop(Buffer(device, prod(shape), dtype)).reshape(shape), **kwargs)
+
+    @classmethod
+    def full(cls, shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
+        shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if any(not isinstance(s, int) or s < 0 for s in shape):
+            raise ValueError(f"shape must be non-negative ints, got {shape}")
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+        const = UOp.const(dtype, fill_value, Device.canonicalize(device))
+        return cls(const.broadcast_to(shape), **kwargs)
+
+    @classmethod
+    def zeros(cls, *shape, **kwargs) -> Tensor:
+        return cls.full(argfix(*shape), 0.0, **{"dtype": dtypes.default_float} | kwargs)
+
+    @classmethod
+    def ones(cls, *shape, **kwargs) -> Tensor:
+        return cls.full(argfix(*shape), 1.0, **{"dtype": dtypes.default_float} | kwargs)
+
+    @classmethod
+    def arange(cls, start, stop=None, step=1, device=None, dtype=None, **kwargs) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+        n = max(0, math.ceil((stop - start) / step))
+        # the values are made on the host and uploaded: a constant table, not a computation
+        values = start + step * np.arange(n, dtype=np.float64)
+        return cls(values.astype(np.float32 if dtype == dtypes.bfloat16 else dtype.np), device=device, dtype=dtype,
+                      **kwargs)
+
+    @classmethod
+    def linspace(cls, start, stop, steps: int, device=None, dtype=None, **kwargs) -> Tensor:
+        dtype = to_dtype(dtype or dtypes.default_float)
+        if steps == 1:
+            return cls([start], device=device, dtype=dtype, **kwargs)
+        return (cls.arange(steps, device=device, dtype=dtypes.float32) * ((stop - start) / (steps - 1)) +
+                start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+
+    @classmethod
+    def eye(cls, n: int, m: int | None = None, device=None, dtype=None, **kwargs) -> Tensor:
+        m = n if m is None else m
+        rows = cls.arange(n, device=device).reshape(n, 1)
+        cols = cls.arange(m, device=device).reshape(1, m)
+        return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
+            kwargs.get("requires_grad"))
+
+    def full_like(self, fill_value, **kwargs) -> Tensor:
+        return type(self).full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device} | kwargs)
+
+    def zeros_like(self, **kwargs) -> Tensor:
+        return self.full_like(0, **kwargs)
+
+    def ones_like(self, **kwargs) -> Tensor:
+        return self.full_like(1, **kwargs)
+
+    def rand_like(self, **kwargs) -> Tensor:
+        return type(self).rand(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
+
+    def randn_like(self, **kwargs) -> Tensor:
+        return type(self).randn(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
+
+    # ---- randomness: a counter-based hash computed on the device ----
+    @classmethod
+    def manual_seed(cls, seed: int = 0):
+        cls._seed, cls._rng_counter = seed, 0
+
+    @classmethod
+    def _next_offset(cls, count: int) -> int:
+        offset = (cls._rng_counter + cls._seed * 0x9E3779B9) & 0xFFFFFFFF
+        cls._rng_counter += count
+        return offset
+
+    @classmethod
+    def _refill_offset(cls, buf: Buffer, count: int):
+        """Give a captured random-number kernel a fresh offset (TinyJit calls this before each replay)."""
+        buf.copyin(np.array([cls._next_offset(count)], dtype=np.uint32))
+
+    @classmethod
+    def _random_bits(cls, n: int, device) -> Tensor:
+        """n pseudo-random uint32s: a hash of (position + offset), where the offset advances with every call and
+        starts from the seed, so runs with one seed repeat. The offset sits in a one-element buffer (not a constant)
+        so a TinyJit replay can refresh it and draw new numbers."""
+        offset = cls(np.array([cls._next_offset(n)], dtype=np.uint32), device=device)
+        random_offset_buffers[buffer_of(offset.uop)] = n
+        # spread neighbouring positions over all 32 bits first (the hash below mixes small inputs poorly)
+        x = (cls.arange(n, device=device, dtype=dtypes.uint32) + offset) * 0x9E3779B9 + 0x6A09E667
+        for _ in range(2):           # two rounds of the "lowbias32" integer hash
+            for shift, multiplier in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
+                x = x ^ (x >> shift)
+                if multiplier is not None:
+                    x = x * multiplier
+        return x
+
+    @classmethod
+    def rand(cls, *shape, device=None, dtype=None, **kwargs) -> Tensor:
+        """Uniform in [0, 1)."""
+        shape = argfix(*shape)
+        bits = cls._random_bits(prod(shape), Device.canonicalize(device))
+        values = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
+        return cls(values.reshape(shape).cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
+
+    @classmethod
+    def randn(cls, *shape, dtype=None, **kwargs) -> Tensor:
+        """Standard normal, by the Box-Muller transform."""
+        shape = argfix(*shape)
+        u = cls.rand(2, *shape, device=kwargs.pop("device", None))
+        z = (u[0] * (2 * math.pi)).cos() * (1 - u[1]).log().mul(-2).sqrt()
+        return cls(z.cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
+
+    @classmethod
+    def randint(cls, *shape, low=0, high=10, device=None, dtype=dtypes.int32, **kwargs) -> Tensor:
+        if high <= low:
+            raise ValueError(f"randint needs low < high, got low={low}, high={high}")
+        return (cls.rand(*shape, device=device) * (high - low) + low).floor().cast(to_dtype(dtype)).requires_grad_(
+            kwargs.get("requires_grad"))
+
+    @classmethod
+    def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, **kwargs) -> Tensor:
+        requires_grad = kwargs.pop("requires_grad", None)
+        out = (cls.rand(*shape, **kwargs) * (high - low) + low).cast(to_dtype(dtype or dtypes.default_float))
+        return out.requires_grad_(requires_grad)
+
+    @classmethod
+    def normal(cls, *shape, mean=0.0, std=1.0, **kwargs) -> Tensor:
+        requires_grad = kwargs.pop("requires_grad", None)
+        return (cls.randn(*shape, **kwargs) * std + mean).requires_grad_(requires_grad)
+
+    @classmethod
+    def scaled_uniform(cls, *shape, **kwargs) -> Tensor:
+        return cls.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
+
+    @classmethod
+    def glorot_uniform(cls, *shape, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
+        shape = argfix(*shape)
+        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        return cls.normal(*shape, mean=0.0, std=std, **kwargs)
