@@ -1,0 +1,354 @@
+"""C-like source from a linear kernel program: the shared base of the OpenCL C and CUDA C renderers.
+
+A dialect fills in declarations (kernel prefix, thread indices, type names, literals); `render` walks the program
+once, naming every value, and spells each op as the C expression that computes exactly what ops.py REFERENCE says."""
+from __future__ import annotations
+import math
+from collections.abc import Callable
+from tinygrad_core.dtype import DType, dtypes, UNSIGNED
+from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.renderer import Renderer, program_signature
+
+MATH_FUNCTIONS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
+
+
+def _binary(symbol: str) -> Callable:
+    return lambda r, dtype, a, b: f"({a}{symbol}{b})"
+
+
+def _math(name: str) -> Callable:
+    return lambda r, dtype, x: r.math_call(name, dtype, x)
+
+
+# op -> (renderer, result dtype, *operand expressions) -> C expression. Operands are variable names or literals,
+# so an expression may use an operand twice without computing it twice.
+BASE_CODE_FOR_OP: dict[Ops, Callable] = {
+    **{op: _math(name) for op, name in MATH_FUNCTIONS.items()},
+    Ops.RECIP: lambda r, dtype, x: r.reciprocal(dtype, x),
+    Ops.NEG: lambda r, dtype, x: f"(!{x})" if dtype == dtypes.bool else r.negate(dtype, x),
+    Ops.ADD: lambda r, dtype, a, b: f"({a}||{b})" if dtype == dtypes.bool else f"({a}+{b})",
+    Ops.SUB: _binary("-"),
+    Ops.MUL: lambda r, dtype, a, b: f"({a}&&{b})" if dtype == dtypes.bool else f"({a}*{b})",
+    Ops.IDIV: lambda r, dtype, a, b: r.int_division(Ops.IDIV, dtype, a, b),
+    Ops.MOD: lambda r, dtype, a, b: r.int_division(Ops.MOD, dtype, a, b),
+    # REFERENCE: NaN in b wins, else b if a < b, else a (so a NaN in a wins too)
+    Ops.MAX: lambda r, dtype, a, b: f"(({b}!={b})?{b}:(({a}<{b})?{b}:{a}))" if dtypes.is_float(dtype) else
+             f"(({a}<{b})?{b}:{a})",
+    Ops.CMPLT: _binary("<"), Ops.CMPNE: _binary("!="),
+    Ops.AND: _binary("&"), Ops.OR: _binary("|"), Ops.XOR: _binary("^"),
+    Ops.SHL: _binary("<<"), Ops.SHR: _binary(">>"),
+    Ops.WHERE: lambda r, dtype, c, a, b: f"({c}?{a}:{b})",
+    Ops.MULACC: lambda r, dtype, a, b, c: r.multiply_add(dtype, a, b, c),
+    Ops.CAST: None, Ops.BITCAST: None,    # rendered by render_cast / render_bitcast, which need both dtypes
+}
+
+
+class CStyleRenderer(Renderer):
+    has_local = True
+    code_for_op = BASE_CODE_FOR_OP
+    # ---- the declarations a dialect fills in ----
+    kernel_prefix = "void"            # may use {local_size}: the threads per group this kernel is written for
+    buffer_prefix = ""                # before a buffer argument's element type
+    int_arg_prefix = "const int"      # how a symbolic size (DEFINE_VAR) is passed
+    # SPECIAL name prefix ("gidx", "lidx") -> C expression; {} is the dimension (0, 1, 2), {xyz} its letter
+    thread_index: dict[str, str] = {}
+    barrier = ""
+    helper_prefix = "static inline"   # before the small helper functions some kernels need
+    helper_order = ("bitcast", "half", "double_to_half", "bfloat16")
+    type_names: dict[DType, str] = {}
+    storage_type_names: dict[DType, str] = {}   # a buffer's element type where it differs from type_names
+    literal_suffix: dict[DType, str] = {}
+    infinity, nan = "INFINITY", "NAN"
+    half_literal = "((half){})"       # a float literal made a half
+    # types that live in buffers as 16-bit patterns but are computed on as float, rounded after every op
+    float_computed: frozenset[DType] = frozenset({dtypes.bfloat16})
+
+    # ---------------------------------------------------------------------------------------------------------
+    # Spelling values
+    # ---------------------------------------------------------------------------------------------------------
+    def type_name(self, dtype: DType) -> str:
+        return "float" if dtype in self.float_computed else self.type_names[dtype]
+
+    def storage_type(self, dtype: DType) -> str:
+        if dtype in self.float_computed:
+            return self.type_names[dtypes.uint16]
+        return self.storage_type_names.get(dtype, self.type_names[dtype])
+
+    def render_const(self, value, dtype: DType) -> str:
+        if dtype == dtypes.bool:
+            return "1" if value else "0"
+        if dtypes.is_float(dtype):
+            value = float(value)
+            if math.isnan(value):
+                text = self.nan
+            elif math.isinf(value):
+                text = self.infinity if value > 0 else f"-{self.infinity}"
+            else:
+                text = repr(value) + ("f" if dtype != dtypes.float64 else "")
+            if dtype == dtypes.float64 and not math.isfinite(value):
+                text = f"(double){text}"
+            if dtype == dtypes.float16 and dtype not in self.float_computed:
+                text = self.half_literal.format(text)
+        else:
+            value = int(value)
+            if dtype not in UNSIGNED and dtype.itemsize >= 4 and value == dtypes.min(dtype):
+                # -2147483648 is a negated literal too large for its type: spell it as an expression
+                text = f"({value + 1}{self.literal_suffix.get(dtype, '')}-1)"
+            else:
+                text = f"{value}{self.literal_suffix.get(dtype, '')}"
+        return f"({text})" if text.startswith("-") else text
+
+    # ---------------------------------------------------------------------------------------------------------
+    # The ops that need more than a symbol
+    # ---------------------------------------------------------------------------------------------------------
+    def math_call(self, name: str, dtype: DType, x: str) -> str:
+        if dtypes.is_int(dtype) or dtype == dtypes.bool:
+            if name == "trunc":
+                return x
+            # REFERENCE computes these in floating point and truncates back to the integer type
+            wide = dtypes.float64 if dtypes.float64 in self.supported_dtypes else dtypes.float32
+            return self.render_cast(f"{name}({self.render_cast(x, dtype, wide)})", wide, dtype)
+        if dtype == dtypes.float16 and dtype not in self.float_computed:
+            # half math through float gives the correctly rounded result numpy gives (native half may not)
+            return self.render_cast(f"{name}({self.render_cast(x, dtype, dtypes.float32)})", dtypes.float32, dtype)
+        return f"{name}({x})"
+
+    def reciprocal(self, dtype: DType, x: str) -> str:
+        if dtypes.is_float(dtype):
+            if dtype == dtypes.float16 and dtype not in self.float_computed:
+                return self.render_cast(f"(1.0f/{self.render_cast(x, dtype, dtypes.float32)})", dtypes.float32, dtype)
+            return f"({self.render_const(1, dtype)}/{x})"
+        # REFERENCE: 1 // x with floor division, and x == 0 reads as x == 1
+        return f"(({x}<0)?-1:(({x}<=1)?1:0))" if dtype not in UNSIGNED else f"(({x}<=1)?1:0)"
+
+    def negate(self, dtype: DType, x: str) -> str:
+        if dtypes.is_int(dtype) and dtype not in UNSIGNED and dtype.itemsize >= 4:
+            # through the unsigned type: negating the smallest value wraps, as REFERENCE does, instead of being UB
+            unsigned = {4: dtypes.uint32, 8: dtypes.uint64}[dtype.itemsize]
+            return f"(({self.type_names[dtype]})(0-({self.type_names[unsigned]}){x}))"
+        return f"(-{x})"
+
+    def int_division(self, op: Ops, dtype: DType, a: str, b: str) -> str:
+        """C's / and % truncate toward zero, as REFERENCE does. A divisor of 0 (or -1 with the smallest value) would
+        trap on many devices; REFERENCE divides by 1 instead (so x // 0 == x and x % 0 == x), and so do we."""
+        symbol = "/" if op is Ops.IDIV else "%"
+        constant = self._constants.get(b)
+        signed = dtype not in UNSIGNED
+        if constant is not None and constant not in (0, -1):
+            return f"({a}{symbol}{b})"
+        safe = f"((({b}==0)|({b}==-1))?1:{b})" if signed else f"(({b}==0)?1:{b})"
+        if op is Ops.IDIV:
+            quotient = f"({a}/{safe})"
+            return f"(({b}==-1)?{self.negate(dtype, a)}:{quotient})" if signed else quotient
+        return f"(({b}==0)?{a}:({a}%{safe}))"
+
+    def multiply_add(self, dtype: DType, a: str, b: str, c: str) -> str:
+        # two roundings, as REFERENCE computes it: the compilers are told not to contract this into an fma.
+        # numpy's float16 rounds the product to half (its bfloat16 stand-in, float32, doesn't)
+        product = f"({a}*{b})"
+        if dtype == dtypes.float16 and dtype in self.float_computed:
+            product = self.round_to(dtype, product)
+        return f"({product}+{c})"
+
+    def render_cast(self, x: str, source: DType, target: DType) -> str:
+        if source == target:
+            return x
+        if target == dtypes.bool:
+            return f"({x}!=0)"
+        if target == dtypes.float16 and target in self.float_computed and source == dtypes.float64:
+            self.use_helper("half")
+            self.use_helper("double_to_half")
+            return self.from_storage(target, f"tg_double_to_half({x})")
+        if target in self.float_computed:
+            widened = x if source == dtypes.float32 or source in self.float_computed else f"(float)({x})"
+            return self.round_to(target, widened)
+        if source in self.float_computed:
+            source = dtypes.float32      # in registers it is a float already
+            if target == source:
+                return x
+        return f"({self.type_names[target]})({x})"
+
+    def render_bitcast(self, x: str, source: DType, target: DType) -> str:
+        if source in self.float_computed:
+            x, source = self.to_storage(source, x), dtypes.uint16
+        if target in self.float_computed:
+            return self.from_storage(target, self.bitcast_expression(x, source, dtypes.uint16))
+        return self.bitcast_expression(x, source, target)
+
+    def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
+        """Reinterpret the bits of x (a dialect spells this its own way)."""
+        raise NotImplementedError(f"{type(self).__name__} doesn't say how to bitcast")
+
+    # ---- float-computed 16-bit types: helpers that move between the stored bits and the float in registers ----
+    def from_storage(self, dtype: DType, bits: str) -> str:
+        self.use_helper(dtype.name)
+        return f"tg_{dtype.name}_to_float({bits})"
+
+    def to_storage(self, dtype: DType, value: str) -> str:
+        self.use_helper(dtype.name)
+        return f"tg_float_to_{dtype.name}({value})"
+
+    def round_to(self, dtype: DType, value: str) -> str:
+        return self.from_storage(dtype, self.to_storage(dtype, value))
+
+    def use_helper(self, name: str):
+        self._helpers_used.add(name)
+
+    def helper_source(self, name: str) -> str:
+        """The C functions a kernel asked for with use_helper(name), written with this dialect's types."""
+        ushort, uint = self.type_names[dtypes.uint16], self.type_names[dtypes.uint32]
+        prefix = self.helper_prefix
+
+        def as_float(bits: str) -> str:
+            return self.bitcast_expression(bits, dtypes.uint32, dtypes.float32)
+
+        def as_uint(value: str) -> str:
+            return self.bitcast_expression(value, dtypes.float32, dtypes.uint32)
+
+        if name == "bfloat16":
+            return f"""{prefix} float tg_bfloat16_to_float({ushort} bits) {{ return {as_float(f"(({uint})bits << 16)")}; }}
+{prefix} {ushort} tg_float_to_bfloat16(float x) {{
+  /* round to nearest even, as dtype.f32_to_bf16; every NaN becomes the quiet NaN 0x7FC0 */
+  {uint} bits = {as_uint("x")};
+  return (x != x) ? ({ushort})0x7FC0 : ({ushort})((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}}"""
+        if name == "half":
+            return f"""{prefix} float tg_half_to_float({ushort} h) {{
+  {uint} sign = (({uint})h & 0x8000u) << 16, exponent = (({uint})h >> 10) & 0x1Fu, mantissa = ({uint})h & 0x3FFu;
+  if (exponent == 0x1Fu) return {as_float("sign | 0x7F800000u | (mantissa << 13)")};   /* inf, NaN */
+  if (exponent == 0u) {{ float v = (float)mantissa * 5.9604644775390625e-8f; return sign ? -v : v; }}  /* m * 2^-24 */
+  return {as_float("sign | ((exponent + 112u) << 23) | (mantissa << 13)")};
+}}
+{prefix} {ushort} tg_float_to_half(float x) {{
+  /* round to nearest even with subnormals, overflow to inf and NaN payloads as numpy's float32 -> float16 */
+  {uint} bits = {as_uint("x")}, sign = (bits >> 16) & 0x8000u, exponent = (bits >> 23) & 0xFFu;
+  {uint} mantissa = bits & 0x7FFFFFu;
+  if (exponent == 0xFFu) {{
+    {uint} nan = 0x7C00u + (mantissa >> 13);
+    return ({ushort})(sign | ((mantissa != 0u && nan == 0x7C00u) ? 0x7C01u : nan));
+  }}
+  int biased = (int)exponent - 112;      /* the half's exponent field */
+  if (biased >= 31) return ({ushort})(sign | 0x7C00u);
+  if (biased < -10) return ({ushort})sign;
+  /* normal: drop 13 mantissa bits; subnormal: put the implicit 1 back and drop 14 - biased bits */
+  {uint} m = biased > 0 ? ((({uint})biased << 23) | mantissa) : (mantissa | 0x800000u);
+  {uint} shift = biased > 0 ? 13u : ({uint})(14 - biased);
+  {uint} h = m >> shift, rest = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+  h += (rest > halfway || (rest == halfway && (h & 1u))) ? 1u : 0u;   /* a carry may make it inf: correct */
+  return ({ushort})(sign | h);
+}}"""
+        if name == "double_to_half":
+            return f"""{prefix} {ushort} tg_double_to_half(double x) {{
+  /* double -> float rounding to odd, then float -> half: together the one correct rounding numpy does */
+  float f = (float)x;
+  {uint} bits = {as_uint("f")};
+  if ((double)f != x && x == x) {{
+    if (fabs((double)f) > fabs(x)) bits -= 1u;
+    bits |= 1u;
+  }}
+  return tg_float_to_half({as_float("bits")});
+}}"""
+        raise NotImplementedError(f"{type(self).__name__} has no helper {name!r}")
+
+    # ---------------------------------------------------------------------------------------------------------
+    # The program
+    # ---------------------------------------------------------------------------------------------------------
+    def check_dtypes(self, uops: list[UOp]):
+        for u in uops:
+            if u.dtype != dtypes.void and u.dtype not in self.supported_dtypes:
+                raise NotImplementedError(
+                    f"{self.device} can't run a kernel using {u.dtype}: {self.unsupported_reason(u.dtype)}. "
+                    f"Cast to a supported type first (supported: {', '.join(sorted(d.name for d in self.supported_dtypes))})")
+
+    def unsupported_reason(self, dtype: DType) -> str:
+        return "this device doesn't support it"
+
+    def kernel_preamble(self, uops: list[UOp]) -> list[str]:
+        """Lines before the kernel (pragmas, includes); dialects extend this."""
+        return []
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        self.check_dtypes(uops)
+        self._constants: dict[str, int] = {}       # literal text -> value, for int_division's constant divisors
+        self._helpers_used: set[str] = set()
+        names: dict[UOp, str] = {}
+        counts: dict[str, int] = {}
+        body: list[str] = []
+        depth = 1
+        written = {u.src[0] for u in uops if u.op is Ops.STORE}
+
+        def declare(prefix: str, dtype: DType, expression: str) -> str:
+            counts[prefix] = counts.get(prefix, -1) + 1
+            var = f"{prefix}{counts[prefix]}"
+            body.append("  " * depth + f"{self.type_name(dtype)} {var} = {expression};")
+            return var
+
+        for u in uops:
+            op, dtype, src = u.op, u.dtype, [names.get(s) for s in u.src]
+            if op is Ops.DEFINE_GLOBAL:
+                names[u] = f"data{u.arg}"
+            elif op is Ops.DEFINE_VAR:
+                names[u] = u.arg[0]
+            elif op is Ops.CONST:
+                names[u] = self.render_const(u.arg, dtype)
+                if dtypes.is_int(dtype):
+                    self._constants[names[u]] = int(u.arg)
+            elif op is Ops.SPECIAL:
+                prefix, dim = u.arg[0][:-1], u.arg[0][-1]
+                names[u] = u.arg[0]
+                body.append("  " * depth + f"{self.type_name(dtype)} {u.arg[0]} = {self.thread_index[prefix].format(dim, xyz='xyz'[int(dim)])};"
+                            f" /* {u.arg[1]} */")
+            elif op is Ops.RANGE:
+                names[u] = var = f"ridx{u.arg}"
+                body.append("  " * depth + f"for ({self.type_name(dtype)} {var} = 0; {var} < {src[0]}; {var}++) {{")
+                depth += 1
+            elif op is Ops.ENDRANGE:
+                depth -= 1
+                body.append("  " * depth + "}")
+            elif op is Ops.DEFINE_ACC:
+                names[u] = declare("acc", dtype, src[0])
+            elif op is Ops.ASSIGN:
+                body.append("  " * depth + f"{src[0]} = {src[1]};")
+                names[u] = src[0]
+            elif op is Ops.LOAD:
+                read = f"{src[0]}[{src[1]}]"
+                if dtype in self.float_computed:
+                    read = self.from_storage(dtype, read)
+                # a gated load never touches memory when the gate is false: ?: evaluates only the chosen side
+                names[u] = declare("val", dtype, read if len(src) == 2 else f"({src[2]}?{read}:{self.zero(dtype)})")
+            elif op is Ops.STORE:
+                value = self.to_storage(u.src[2].dtype, src[2]) if u.src[2].dtype in self.float_computed else src[2]
+                store = f"{src[0]}[{src[1]}] = {value};"
+                body.append("  " * depth + (store if len(src) == 3 else f"if ({src[3]}) {store}"))
+            elif op is Ops.CAST:
+                names[u] = declare("cast", dtype, self.render_cast(src[0], u.src[0].dtype, dtype))
+            elif op is Ops.BITCAST:
+                names[u] = declare("cast", dtype, self.render_bitcast(src[0], u.src[0].dtype, dtype))
+            elif op in self.code_for_op:
+                expression = self.code_for_op[op](self, dtype, *src)
+                if dtype in self.float_computed:
+                    expression = self.round_to(dtype, expression)
+                names[u] = declare("alu", dtype, expression)
+            else:
+                raise NotImplementedError(f"{type(self).__name__} can't render {op} (uop {u})")
+
+        buffers, variables = program_signature(uops)
+        args = [f"{self.buffer_prefix}{'' if b in written else 'const '}{self.storage_type(b.dtype)}* data{b.arg}"
+                for b in buffers] + [f"{self.int_arg_prefix} {v.arg[0]}" for v in variables]
+        local_size = 1
+        for u in uops:
+            if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"):
+                local_size *= u.arg[1]
+        helpers: dict[str, str] = {}
+        while missing := self._helpers_used - helpers.keys():    # a helper may use another helper
+            helpers |= {h: self.helper_source(h) for h in missing}
+        # written in a fixed order: a later one may call an earlier one
+        lines = self.kernel_preamble(uops) + [helpers[h] for h in self.helper_order if h in helpers]
+        lines.append(f"{self.kernel_prefix.format(local_size=local_size)} {name}({', '.join(args)}) {{")
+        return "\n".join(lines + body + ["}"]) + "\n"
+
+    def zero(self, dtype: DType) -> str:
+        return self.render_const(0, dtype if dtype not in self.float_computed else dtypes.float32)
+
+
+__all__ = ["BASE_CODE_FOR_OP", "MATH_FUNCTIONS", "CStyleRenderer"]

@@ -1,0 +1,53 @@
+"""The OpenCL C dialect of the C-style renderer: linear kernel program -> OpenCL C source.
+
+Almost all declarations; what a device can compute (double needs cl_khr_fp64; half is native with cl_khr_fp16 and
+computed through float without it) is decided per device when the backend opens it."""
+from __future__ import annotations
+from tinygrad_core.dtype import ALL, DType, dtypes
+from tinygrad_core.ops import UOp
+from tinygrad_core.renderer.cstyle import CStyleRenderer
+
+
+class OpenCLRenderer(CStyleRenderer):
+    device = "CL"
+    # the work-group size is part of the kernel's index math, so it is declared: the driver may specialise on it
+    kernel_prefix = "__kernel __attribute__((reqd_work_group_size({local_size}, 1, 1))) void"
+    buffer_prefix = "__global "
+    thread_index = {"gidx": "get_group_id({})", "lidx": "get_local_id({})"}
+    barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+    type_names = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short",
+                  dtypes.uint16: "ushort", dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long",
+                  dtypes.uint64: "ulong", dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double"}
+    # the size of bool is the implementation's choice in OpenCL C; buffers hold one byte per bool, as numpy does
+    storage_type_names = {dtypes.bool: "uchar"}
+    literal_suffix = {dtypes.uint32: "u", dtypes.int64: "L", dtypes.uint64: "UL"}
+    has_local = True
+    default_local_size = 64
+    max_upcast = 16                   # a 4 x 4 register tile of outputs per thread (matmul: ~30x fewer loads)
+
+    def __init__(self, has_fp16: bool = True, has_fp64: bool = True, max_work_group_size: int = 256,
+                 max_work_item_sizes: tuple[int, ...] = (256, 256, 256)):
+        self.has_fp16, self.has_fp64 = has_fp16, has_fp64
+        # without cl_khr_fp16, half lives in buffers as its 16 bits and is computed on as float, like bfloat16:
+        # rounding to half after every op gives exactly what native half arithmetic gives
+        self.float_computed = frozenset({dtypes.bfloat16} | (set() if has_fp16 else {dtypes.float16}))
+        self.supported_dtypes = frozenset(d for d in ALL if d != dtypes.float64 or has_fp64)
+        self.local_max = tuple(max_work_item_sizes)
+        self.default_local_size = min(self.default_local_size, max_work_group_size, self.local_max[0])
+
+    def unsupported_reason(self, dtype: DType) -> str:
+        if dtype == dtypes.float64:
+            return "the OpenCL device lacks the cl_khr_fp64 extension"
+        return "not supported by this device"
+
+    def kernel_preamble(self, uops: list[UOp]) -> list[str]:
+        # REFERENCE rounds a*b+c twice; an fma would round once
+        lines = ["#pragma OPENCL FP_CONTRACT OFF"]
+        if self.has_fp16:
+            lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+        if self.has_fp64:
+            lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        return lines
+
+    def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
+        return f"as_{self.type_names[target]}({x})"
