@@ -87,7 +87,8 @@ def _shift_amount(a, b):
 
 REFERENCE = {
     Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin, Ops.SQRT: np.sqrt, Ops.TRUNC: np.trunc,
-    Ops.RECIP: lambda a: np.reciprocal(a) if a.dtype.kind == "f" else _idiv(np.ones_like(a), a),
+    # RECIP is for floats (Tensor.reciprocal casts ints first); on an integer it is 1 // a, rounding down
+    Ops.RECIP: lambda a: np.reciprocal(a) if a.dtype.kind == "f" else (1 // np.where(a == 0, 1, a)).astype(a.dtype),
     Ops.NEG: lambda a: np.logical_not(a) if a.dtype == np.bool_ else np.negative(a),
     Ops.ADD: lambda a, b: np.logical_or(a, b) if a.dtype == np.bool_ else np.add(a, b),
     Ops.SUB: np.subtract,
