@@ -24,11 +24,12 @@ def cmd_backends(args) -> int:
         print(f"\ndefault device: {Device.DEFAULT}")
     except Exception as e:          # no usable backend: say so, the table above says why
         print(f"\ndefault device: none ({e})")
-    if args.verbose:
-        for backend in registry.all():
-            if backend.status == "ok":
-                info = getattr(backend.spec, "describe", None)
-                print(f"{backend.name}: {info() if info else 'ok'}")
+    for backend in registry.all():
+        if backend.status == "ok" and backend.spec.describe is not None:
+            try:
+                print(f"{backend.name} devices: {backend.spec.describe()}")
+            except Exception as e:          # describing is a nicety: never fail the listing over it
+                print(f"{backend.name} devices: (describe() failed: {type(e).__name__}: {e})")
     return 0
 
 
@@ -67,7 +68,6 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tinygrad-core", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("backends", help="list installed backends, their status and why any can't be used")
-    p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_backends)
     p = sub.add_parser("conformance", help="run the backend conformance suite on one backend")
     from tinygrad_core.conformance.runner import add_arguments

@@ -34,6 +34,7 @@ class BackendSpec:
     priority: int = 0                           # the usable backend with the highest priority is the default
     is_gpu: bool = False                        # "GPU" selects the best usable backend with is_gpu
     install_hint: str = ""                      # what to do when probe() says no
+    describe: Callable[[], str] | None = None   # the devices behind the backend, for `tinygrad-core backends`
 
 
 @dataclass

@@ -38,4 +38,5 @@ def _load(device: str):
 @hookimpl
 def tinygrad_core_register_backends(register):
     # below CPU (10): PoCL runs on the same cores as the CPU backend but through a longer path
-    register(BackendSpec(name="CL", load=_load, probe=probe, priority=5, is_gpu=True, install_hint=INSTALL_HINT))
+    register(BackendSpec(name="CL", load=_load, probe=probe, priority=5, is_gpu=True, install_hint=INSTALL_HINT,
+                         describe=describe))
