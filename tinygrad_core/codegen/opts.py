@@ -105,7 +105,8 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
         moving = [axes for axes, step, _ in loads if step]
         broadcast = [i for i in range(len(shape)) if shape[i] > 1 and any(axes[i] == 0 for axes in moving) and
                      any(axes[i] for axes in moving)]
-        for axis in broadcast[-2:] if size else ():
+        # the innermost two that a tile fits (a 3x3 kernel's axes would take no tile and block the others)
+        for axis in [i for i in broadcast if fitting(i, (4, 2))][-2:] if size else ():
             try_upcast(axis, (4, 2))
         return KernelOpts(tuple(sorted(upcast.items())))
     contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes in strided) and
