@@ -1,0 +1,56 @@
+"""The on-disk kernel cache: a hit skips the compiler; a corrupt or truncated entry is compiled again, never
+returned and never a crash."""
+from __future__ import annotations
+import pytest
+from tinygrad_core.device import Compiler
+from tinygrad_core.helpers import cache_dir
+
+
+class CountingCompiler(Compiler):
+    cachekey = "test-counting-compiler"
+
+    def __init__(self):
+        self.calls = 0
+
+    def compile(self, src: str) -> bytes:
+        self.calls += 1
+        return ("binary of " + src).encode()
+
+
+@pytest.fixture
+def compiler(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path))
+    return CountingCompiler()
+
+
+def entry(src: str):
+    import hashlib
+    return cache_dir() / "kernels" / CountingCompiler.cachekey / hashlib.sha256(src.encode()).hexdigest()
+
+
+def test_a_cached_kernel_is_not_compiled_again(compiler):
+    assert compiler.compile_cached("kernel a") == b"binary of kernel a"
+    assert compiler.compile_cached("kernel a") == b"binary of kernel a"
+    assert compiler.calls == 1
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[:-3], lambda b: b[:10], lambda b: b[:32] + b"garbage",
+                                    lambda b: b""])
+def test_a_damaged_entry_is_compiled_again(compiler, damage):
+    compiler.compile_cached("kernel b")
+    path = entry("kernel b")
+    path.write_bytes(damage(path.read_bytes()))
+    assert compiler.compile_cached("kernel b") == b"binary of kernel b"
+    assert compiler.calls == 2
+    assert compiler.compile_cached("kernel b") == b"binary of kernel b"   # and the entry was repaired
+    assert compiler.calls == 2
+
+
+def test_an_unwritable_cache_only_costs_a_compile(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(blocker))
+    compiler = CountingCompiler()
+    assert compiler.compile_cached("kernel c") == b"binary of kernel c"
+    assert compiler.compile_cached("kernel c") == b"binary of kernel c"
+    assert compiler.calls == 2
