@@ -4,12 +4,15 @@ Mixed into Tensor as class methods, so `Tensor.rand(2, 3)` and `Tensor.zeros_lik
 from __future__ import annotations
 import math
 import weakref
+from typing import TYPE_CHECKING
 import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes, to_dtype
 from tinygrad_core.helpers import argfix, prod
 from tinygrad_core.ops import UOp
 from tinygrad_core.schedule import buffer_uop, buffer_of
+if TYPE_CHECKING:
+    from tinygrad_core.tensor import Tensor
 
 # the one-element offset buffers of random-number kernels, and how many numbers each draws (for TinyJit)
 random_offset_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -30,7 +30,7 @@ def getitem(t, indices):
     from tinygrad_core.tensor import Tensor
     indices = _normalize(t, indices)
     # 1. ints and slices: shrink, flip for negative steps, and stride by reshaping
-    x, dim, new_shape_dims, tensor_dims = t, 0, [], []
+    x, dim, tensor_dims = t, 0, []
     bounds, flips, steps, squeeze = [], [], [], []
     for i in indices:
         if i is None:

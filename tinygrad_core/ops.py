@@ -8,7 +8,7 @@ from enum import Enum, auto
 import math
 import weakref
 import numpy as np
-from tinygrad_core.dtype import DType, dtypes, INTS, FLOATS, UNSIGNED
+from tinygrad_core.dtype import DType, dtypes, INTS
 
 
 class Ops(Enum):

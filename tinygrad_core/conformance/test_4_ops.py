@@ -235,7 +235,8 @@ def check_conversion(dut, op: Ops, src: DType, dst: DType, prepare, reference):
 
 @pytest.mark.parametrize("src, dst", CAST_CASES)
 def test_cast(dut, src, dst):
-    check_conversion(dut, Ops.CAST, src, dst, lambda x: specified_cast_inputs(x, src, dst), lambda x: cast_array(x, dst))
+    check_conversion(dut, Ops.CAST, src, dst, lambda x: specified_cast_inputs(x, src, dst),
+                     lambda x: cast_array(x, dst))
 
 
 BITCAST_CASES = [pytest.param(src, dst, id=f"{src.name}-as-{dst.name}") for src in NUMERIC for dst in NUMERIC
