@@ -120,5 +120,8 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
                   all(axes[i] == 0 for axes in vector_loads) and any(axes[i] for axes, _, _ in loads)]
         if try_upcast(vector_axis, widths[1:] if reused and size else widths) and reused and size:
             # 8 rows x 2 vectors = 16 accumulator registers: half of AVX-512's 32, too many for AVX2's 16
-            try_upcast(reused[-1], (8, 4, 2) if size == 2 and renderer.simd_width >= 64 else (4, 2))
+            rows = (8, 4, 2) if size == 2 and renderer.simd_width >= 64 else (4, 2)
+            fits = [i for i in reused if fitting(i, rows)]     # e.g. not a 3x3 kernel's axis
+            if fits:
+                try_upcast(fits[-1], rows)
     return KernelOpts(tuple(sorted(upcast.items())))
