@@ -67,6 +67,8 @@ def _sort_key(u: UOp):
 def linear(u: UOp) -> tuple[dict[UOp, int], int]:
     if is_const(u):
         return {}, int(u.arg)
+    if u.dtype == INDEX and (lo := bounds(u))[0] == lo[1]:     # e.g. the index of a loop of one: always 0
+        return {}, lo[0]
     if u.op is Ops.ADD:
         (t1, c1), (t2, c2) = linear(u.src[0]), linear(u.src[1])
         terms = dict(t1)

@@ -13,6 +13,7 @@ needs_gpu = pytest.mark.skipif(REASON is not None, reason=f"needs a CUDA GPU: {R
 
 
 def test_registered_as_the_preferred_gpu_backend():
+    registry.discover()
     backend = registry.backends["CUDA"]
     assert backend.distribution == "tinygrad-cuda" and backend.spec.is_gpu and backend.spec.priority == 20
 

@@ -18,6 +18,7 @@ KERNEL = """__kernel __attribute__((reqd_work_group_size(4, 1, 1))) void twice(_
 
 
 def test_registered_as_a_gpu_backend_below_cpu():
+    registry.discover()
     backend = registry.backends["CL"]
     assert backend.distribution == "tinygrad-opencl" and backend.spec.is_gpu
     assert 0 < backend.spec.priority < 10
