@@ -14,7 +14,7 @@ from tinygrad_core.nn.optim import Adam
 from tinygrad_core.nn.datasets import Batches, load_cifar10, random_crop, random_flip
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import parse_args, train, evaluate, finish  # noqa: E402
+from training import parse_args, train, evaluate, finish, limit  # noqa: E402
 
 CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32).reshape(1, 3, 1, 1)
 CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32).reshape(1, 3, 1, 1)
@@ -63,10 +63,7 @@ def main(argv=None) -> float | None:
     except FileNotFoundError as e:
         print(e)
         return None
-    if args.train_limit:
-        X_train, Y_train = X_train[:args.train_limit], Y_train[:args.train_limit]
-    if args.test_limit:
-        X_test, Y_test = X_test[:args.test_limit], Y_test[:args.test_limit]
+    X_train, Y_train, X_test, Y_test = limit(args, X_train, Y_train, X_test, Y_test)
     model = TinyCNN()
     optimizer = Adam([*model.conv1.parameters(), *model.bn1.parameters(), *model.conv2.parameters(),
                       *model.bn2.parameters(), *model.conv3.parameters(), *model.bn3.parameters(),

@@ -12,7 +12,7 @@ from tinygrad_core.nn.optim import Adam
 from tinygrad_core.nn.datasets import Batches, load_mnist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import parse_args, train, evaluate, finish  # noqa: E402
+from training import parse_args, train, evaluate, finish, limit  # noqa: E402
 from mnist_mlp import normalize  # noqa: E402
 
 
@@ -56,11 +56,7 @@ class ActMLP:
 def main(argv=None) -> float:
     args = parse_args(__doc__.splitlines()[0], epochs=1, batch_size=128, lr=2e-3, argv=argv)
     compare_gradients()
-    X_train, Y_train, X_test, Y_test = load_mnist(args.data_dir)
-    if args.train_limit:
-        X_train, Y_train = X_train[:args.train_limit], Y_train[:args.train_limit]
-    if args.test_limit:
-        X_test, Y_test = X_test[:args.test_limit], Y_test[:args.test_limit]
+    X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
     model = ActMLP()
     optimizer = Adam([model.l1.weight, model.l1.bias, model.l2.weight, model.l2.bias], lr=args.lr)
     batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, drop_last=True, transform=normalize,

@@ -12,7 +12,7 @@ from tinygrad_core.nn.datasets import Batches, load_mnist, random_crop
 from tinygrad_core.nn.state import get_parameters
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import parse_args, train, evaluate, finish  # noqa: E402
+from training import parse_args, train, evaluate, finish, limit  # noqa: E402
 from mnist_mlp import normalize  # noqa: E402
 
 
@@ -39,11 +39,7 @@ def augment(x: np.ndarray, rng) -> np.ndarray:
 
 def main(argv=None) -> float:
     args = parse_args(__doc__.splitlines()[0], epochs=3, batch_size=128, lr=2e-3, argv=argv)
-    X_train, Y_train, X_test, Y_test = load_mnist(args.data_dir)
-    if args.train_limit:
-        X_train, Y_train = X_train[:args.train_limit], Y_train[:args.train_limit]
-    if args.test_limit:
-        X_test, Y_test = X_test[:args.test_limit], Y_test[:args.test_limit]
+    X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
     model = MnistCNN()
     optimizer = Adam(get_parameters(model), lr=args.lr)
     batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,

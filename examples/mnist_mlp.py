@@ -11,7 +11,7 @@ from tinygrad_core.nn.optim import Adam
 from tinygrad_core.nn.datasets import Batches, load_mnist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import parse_args, train, evaluate, finish  # noqa: E402
+from training import parse_args, train, evaluate, finish, limit  # noqa: E402
 
 
 class TinyMLP:
@@ -32,11 +32,7 @@ def normalize(x: np.ndarray, rng=None) -> np.ndarray:
 
 def main(argv=None) -> float:
     args = parse_args(__doc__.splitlines()[0], epochs=5, batch_size=128, lr=1e-3, argv=argv)
-    X_train, Y_train, X_test, Y_test = load_mnist(args.data_dir)
-    if args.train_limit:
-        X_train, Y_train = X_train[:args.train_limit], Y_train[:args.train_limit]
-    if args.test_limit:
-        X_test, Y_test = X_test[:args.test_limit], Y_test[:args.test_limit]
+    X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
     model = TinyMLP()
     optimizer = Adam([model.l1.weight, model.l1.bias, model.l2.weight, model.l2.bias], lr=args.lr)
     batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,

@@ -34,6 +34,15 @@ def parse_args(description: str, epochs: int, batch_size: int, lr: float, argv=N
     return args
 
 
+def limit(args: argparse.Namespace, X_train, Y_train, X_test, Y_test):
+    """The data cut to --train-limit / --test-limit images (for quick runs)."""
+    if args.train_limit:
+        X_train, Y_train = X_train[:args.train_limit], Y_train[:args.train_limit]
+    if args.test_limit:
+        X_test, Y_test = X_test[:args.test_limit], Y_test[:args.test_limit]
+    return X_train, Y_train, X_test, Y_test
+
+
 def make_train_step(model, optimizer, jit: bool):
     """One step on a batch: returns (loss, number of correct predictions), both realized with the update."""
     def train_step(x: Tensor, y: Tensor):
