@@ -925,10 +925,9 @@ class Tensor(CreationOps, NNOps):
         return graph_dot(self.uop)
 
 
-def _graph_keeper():
-    """A test for "does backward() still need this tensor's graph": it reaches a tensor that requires a gradient
-    (other than through a DETACH), and isn't itself such a leaf."""
-    grad_leaves = {t.uop for t in list(Tensor._grad_tensors)}
+def _reaches(targets: set[UOp], stop=frozenset()):
+    """A memoized test "does this graph contain a node of targets?" that doesn't look below ops in stop. One memo
+    serves every graph asked about: the graphs of live tensors overlap (gradients share the forward pass)."""
     memo: dict[UOp, bool] = {}
 
     def reaches(root: UOp) -> bool:
@@ -937,16 +936,22 @@ def _graph_keeper():
             u, sources_done = stack.pop()
             if u in memo:
                 continue
-            if u in grad_leaves:
-                memo[u] = True
-            elif u.op in (Ops.DETACH, Ops.BUFFER, Ops.CONST, Ops.DEVICE):
-                memo[u] = False
+            if u in targets or u.op in stop or not u.src:
+                memo[u] = u in targets
             elif sources_done:
                 memo[u] = any(memo[s] for s in u.src)
             else:
                 stack.append((u, True))
                 stack.extend((s, False) for s in u.src if s not in memo)
         return memo[root]
+    return reaches
+
+
+def _graph_keeper():
+    """A test for "does backward() still need this tensor's graph": it reaches a tensor that requires a gradient
+    (other than through a DETACH), and isn't itself such a leaf."""
+    grad_leaves = {t.uop for t in list(Tensor._grad_tensors)}
+    reaches = _reaches(grad_leaves, stop={Ops.DETACH})
     return lambda t: bool(grad_leaves) and not t.requires_grad and reaches(t.uop)
 
 
@@ -957,21 +962,8 @@ def _readers_of_overwritten(tensors) -> list[Tensor]:
     targets = {u.src[0].base for t in tensors for u in t.uop.toposort() if u.op is Ops.ASSIGN}
     if not targets:
         return []
-    reads: dict[UOp, bool] = {}          # shared by all tensors: their graphs overlap (grads share the forward)
-
-    def reads_target(root: UOp) -> bool:
-        stack = [(root, False)]
-        while stack:
-            u, sources_done = stack.pop()
-            if u in reads:
-                continue
-            if sources_done:
-                reads[u] = u in targets or any(reads[s] for s in u.src)
-            else:
-                stack.append((u, True))
-                stack.extend((s, False) for s in u.src if s not in reads)
-        return reads[root]
-    return [t for t in list(Tensor._live) if id(t) not in chosen and buffer_of(t.uop) is None and reads_target(t.uop)]
+    reads = _reaches(targets)
+    return [t for t in list(Tensor._live) if id(t) not in chosen and buffer_of(t.uop) is None and reads(t.uop)]
 
 
 def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:
