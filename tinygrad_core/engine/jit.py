@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from tinygrad_core.engine import realize
-from tinygrad_core.helpers import DEBUG, GlobalCounters
+from tinygrad_core.helpers import DEBUG
 from tinygrad_core.schedule import buffer_of
 
 
@@ -108,11 +108,5 @@ class TinyJit:
         for i, j, k in capture.input_slots:
             kernels[i][1][j] = new_buffers[k]
         for runner, bufs, var_vals in kernels:
-            for buf in bufs:
-                buf.ensure_allocated()
-            runner(bufs, var_vals)
-            if isinstance(runner, realize.CompiledRunner):
-                GlobalCounters.kernel_count += 1
-                GlobalCounters.global_ops += runner.flops
-                GlobalCounters.global_mem += runner.mem_estimate
+            realize.launch(runner, bufs, var_vals)
         return capture.ret

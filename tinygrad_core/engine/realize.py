@@ -72,22 +72,28 @@ def runner_for(item: ScheduleItem):
     return get_runner(item.bufs[0].device, item.ast)
 
 
+def launch(runner, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
+    """Run one kernel (or copy) on its buffers and count it: the one place work is launched, replayed or not."""
+    for buf in bufs:
+        buf.ensure_allocated()
+    seconds = runner(bufs, var_vals, wait=wait)
+    if isinstance(runner, CompiledRunner):
+        GlobalCounters.kernel_count += 1
+        GlobalCounters.global_ops += runner.flops
+        GlobalCounters.global_mem += runner.mem_estimate
+    return seconds
+
+
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict | None = None):
     if DEBUG >= 3 and schedule:
         print(f"schedule: {len(schedule)} items\n" + graph_roots_in_order(schedule))
     started = time.perf_counter()
     for item in schedule:
         runner = runner_for(item)
-        for buf in item.bufs:
-            buf.ensure_allocated()
-        seconds = runner(item.bufs, var_vals, wait=DEBUG >= 2)
+        seconds = launch(runner, item.bufs, var_vals, wait=DEBUG >= 2)
         realized[item.node] = item.becomes
         if capturing is not None:
             capturing.append((runner, item.bufs, var_vals))
-        if isinstance(runner, CompiledRunner):
-            GlobalCounters.kernel_count += 1
-            GlobalCounters.global_ops += runner.flops
-            GlobalCounters.global_mem += runner.mem_estimate
         if DEBUG >= 2:
             GlobalCounters.time_sum_s += seconds or 0
             shape = "x".join(map(str, item.node.shape)) or "scalar"
