@@ -4,7 +4,6 @@ Everything here is hardware-free and imported by every other module."""
 from __future__ import annotations
 import contextlib
 import functools
-import math
 import os
 import pathlib
 from typing import Iterable
@@ -47,7 +46,6 @@ class ContextVar:
 
 
 DEBUG = ContextVar("DEBUG", 0)     # 1: kernels per realize, 2: each kernel, 3: the schedule, 4: source, 5: gradient steps
-BEAM = ContextVar("BEAM", 0)       # >0: time a few kernel variants and keep the fastest (backends that opt in)
 NOOPT = ContextVar("NOOPT", 0)     # 1: no upcasting/unrolling/local sizes (plain loops; useful when debugging)
 
 
@@ -103,14 +101,6 @@ def make_tuple(x, n: int) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,) * n
 
 
-def round_up(n: int, multiple: int) -> int:
-    return (n + multiple - 1) // multiple * multiple
-
-
-def all_same(items) -> bool:
-    return all(x == items[0] for x in items)
-
-
 def ceildiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -132,13 +122,5 @@ def colored(text: str, color: str | None) -> str:
     return f"\u001b[{codes[color]}m{text}\u001b[0m" if color and os.isatty(1) else text
 
 
-def fmt_size(n: float) -> str:
-    for unit in ("", "K", "M", "G", "T"):
-        if abs(n) < 1000:
-            return f"{n:.1f}{unit}"
-        n /= 1000
-    return f"{n:.1f}P"
-
-
-__all__ = ["getenv", "Context", "ContextVar", "DEBUG", "BEAM", "NOOPT", "GlobalCounters", "prod", "argfix",
-           "make_tuple", "round_up", "all_same", "ceildiv", "cache_dir", "flatten", "colored", "fmt_size", "math"]
+__all__ = ["getenv", "Context", "ContextVar", "DEBUG", "NOOPT", "GlobalCounters", "prod", "argfix", "make_tuple",
+           "ceildiv", "cache_dir", "flatten", "colored"]

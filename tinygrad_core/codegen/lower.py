@@ -4,7 +4,7 @@ Movement ops turn into index arithmetic (codegen/symbolic.py), loads become LOAD
 become REDUCE nodes over fresh RANGEs. Upcasting computes several neighbouring outputs per thread, sharing the
 loads they have in common; linearize.py then orders the graph into loops."""
 from __future__ import annotations
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import itertools
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import prod
@@ -28,8 +28,6 @@ class LoweredKernel:
     sink: UOp                      # SINK of STOREs (with REDUCE nodes still in it)
     global_size: tuple[int, int, int]
     local_size: tuple[int, int, int]
-    flops: int = 0
-    buffers: dict = field(default_factory=dict)
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:

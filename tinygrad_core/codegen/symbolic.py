@@ -208,21 +208,3 @@ def and_(a: UOp | None, b: UOp | None) -> UOp | None:
         if is_const(x) and x.arg is False:
             return x
     return a if a is b else UOp(Ops.AND, dtypes.bool, (a, b))
-
-
-def substitute(u: UOp, mapping: dict[UOp, UOp]) -> UOp:
-    """u with some leaves replaced, rebuilt through the simplifying builders."""
-    if u in mapping:
-        return mapping[u]
-    if not u.src or u.op in (Ops.SPECIAL, Ops.RANGE, Ops.DEFINE_VAR):
-        return u
-    src = [substitute(s, mapping) for s in u.src]
-    if u.op is Ops.ADD:
-        return add(src[0], src[1])
-    if u.op is Ops.MUL and is_const(src[1]):
-        return mul(src[0], src[1].arg)
-    if u.op is Ops.IDIV and is_const(src[1]):
-        return idiv(src[0], src[1].arg)
-    if u.op is Ops.MOD and is_const(src[1]):
-        return mod(src[0], src[1].arg)
-    return u.replace(src=tuple(src))
