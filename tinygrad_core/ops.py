@@ -29,11 +29,13 @@ class Ops(Enum):
     COPY = auto()          # moves a value to another device; arg = device name
     ASSIGN = auto()        # src = (target, value): write value into target's buffer
     CUSTOM = auto()        # a user Function: the value of src[0], with arg.backward as its gradient rule
+    BIND = auto()          # a Variable with its value for this computation; src = (DEFINE_VAR, CONST)
     # --- kernel ops: what a renderer receives, in order ---
     SINK = auto()          # the root of a kernel graph
     DEFINE_GLOBAL = auto() # a kernel argument buffer; arg = its position
-    DEFINE_VAR = auto()    # an int kernel argument (a symbolic size); arg = (name, min, max)
-    SPECIAL = auto()       # a parallel index; arg = (name, size): "gidx0" = group id, "lidx0" = id in the group
+    DEFINE_VAR = auto()    # an int kernel argument (a symbolic size, a Variable); arg = (name, min, max)
+    SPECIAL = auto()       # a parallel index; arg = (name, size): "gidx0" = group id, "lidx0" = id in the group;
+                           # with symbolic sizes, size is the largest the launch can be (the launch gives the count)
     RANGE = auto()         # a serial loop counter; src = (end,); arg = loop id
     ENDRANGE = auto()      # closes the loop of src[0]
     DEFINE_ACC = auto()    # an accumulator; src = (initial value,)
@@ -153,10 +155,33 @@ class UOp(metaclass=UOpMeta):
         self._shape = None
 
     def __repr__(self) -> str:
+        if is_symbolic(self):
+            return _sym().render(self)
         return f"UOp({self.op.name}, {self.dtype}, arg={self.arg!r}, src=({', '.join(s.op.name for s in self.src)}))"
 
     def __reduce__(self):   # pickling (for the JIT's and the compile cache's keys) rebuilds through the cache
         return UOp, (self.op, self.dtype, self.src, self.arg)
+
+    # ---- symbolic ints ----
+    def bind(self, value: int) -> UOp:
+        """This Variable with a value: usable as a size (shapes, shrink bounds) or as a number in tensor math."""
+        name, lo, hi = self.arg
+        if self.op is not Ops.DEFINE_VAR:
+            raise TypeError(f"only a Variable can be bound, not {self!r}")
+        if not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"can't bind {name} to {value!r}: its range is [{lo}, {hi}]")
+        return UOp(Ops.BIND, self.dtype, (self, UOp(Ops.CONST, self.dtype, (), value)))
+
+    def unbind(self) -> tuple[UOp, int]:
+        """(the Variable, its value) of a bound Variable."""
+        if self.op is not Ops.BIND:
+            raise TypeError(f"{self!r} is not a bound Variable")
+        return self.src[0], self.src[1].arg
+
+    @property
+    def val(self) -> int:
+        """The value of a symbolic int whose Variables are all bound."""
+        return _sym().evaluate(self)
 
     # ---- graph helpers ----
     def toposort(self) -> list[UOp]:
@@ -221,12 +246,13 @@ class UOp(metaclass=UOpMeta):
     def _operand(self, x) -> UOp:
         return x if isinstance(x, UOp) else self.const_like(x)
 
-    def __add__(self, x): return self.alu(Ops.ADD, self._operand(x))          # noqa: E704
-    def __radd__(self, x): return self._operand(x).alu(Ops.ADD, self)         # noqa: E704
-    def __sub__(self, x): return self.alu(Ops.SUB, self._operand(x))          # noqa: E704
-    def __rsub__(self, x): return self._operand(x).alu(Ops.SUB, self)         # noqa: E704
-    def __mul__(self, x): return self.alu(Ops.MUL, self._operand(x))          # noqa: E704
-    def __rmul__(self, x): return self._operand(x).alu(Ops.MUL, self)         # noqa: E704
+    # on symbolic ints (Variables and sizes made of them) the same operators build simplified index expressions
+    def __add__(self, x): return _sym().add(self, x) if is_symbolic(self) else self.alu(Ops.ADD, self._operand(x))  # noqa
+    def __radd__(self, x): return _sym().add(self, x) if is_symbolic(self) else self._operand(x).alu(Ops.ADD, self)  # noqa
+    def __sub__(self, x): return _sym().sub(self, x) if is_symbolic(self) else self.alu(Ops.SUB, self._operand(x))  # noqa
+    def __rsub__(self, x): return _sym().sub(x, self) if is_symbolic(self) else self._operand(x).alu(Ops.SUB, self)  # noqa
+    def __mul__(self, x): return _sym().mul(self, x) if is_symbolic(self) else self.alu(Ops.MUL, self._operand(x))  # noqa
+    def __rmul__(self, x): return _sym().mul(self, x) if is_symbolic(self) else self._operand(x).alu(Ops.MUL, self)  # noqa
     def __neg__(self): return self.alu(Ops.NEG)                               # noqa: E704
     def __truediv__(self, x): return self * self._operand(x).alu(Ops.RECIP)   # noqa: E704
     def lt(self, x): return self.alu(Ops.CMPLT, self._operand(x))             # noqa: E704
@@ -241,7 +267,8 @@ class UOp(metaclass=UOpMeta):
     @staticmethod
     def const(dtype: DType, value, device: str) -> UOp:
         from tinygrad_core.dtype import truncate_value
-        return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), truncate_value(value, dtype))
+        value = value if is_symbolic(value) else truncate_value(value, dtype)    # a symbolic size: its value, per run
+        return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), value)
 
     def broadcast_to(self, shape: tuple[int, ...]) -> UOp:
         if self.shape == tuple(shape):
@@ -271,6 +298,34 @@ class UOp(metaclass=UOpMeta):
     def reduce(self, op: Ops, axes):
         axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape else ()
         return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
+
+
+def Variable(name: str, min_value: int, max_value: int) -> UOp:
+    """A named int in [min_value, max_value] that sizes can be made of: a kernel compiled for a size made of Variables
+    serves every value they take (`Variable("i", 1, 10).bind(5)` gives the Variable a value)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"a Variable's name must be a Python identifier, got {name!r}")
+    if not 0 <= min_value <= max_value:
+        raise ValueError(f"Variable {name}: need 0 <= min_value <= max_value, got [{min_value}, {max_value}]")
+    return UOp(Ops.DEFINE_VAR, dtypes.index, (), (name, min_value, max_value))
+
+
+def is_symbolic(u) -> bool:
+    """u is a symbolic int: a Variable, a bound Variable, or index arithmetic over them and plain constants."""
+    if not isinstance(u, UOp) or (u.op not in (Ops.DEFINE_VAR, Ops.BIND) and u.dtype != dtypes.index):
+        return False
+    if (found := _symbolic.get(u)) is None:
+        found = _symbolic[u] = u.op in (Ops.DEFINE_VAR, Ops.BIND) or (u.op in GroupOp.ALU and any(
+            is_symbolic(s) for s in u.src) and all(is_symbolic(s) or (s.op is Ops.CONST and not s.src) for s in u.src))
+    return found
+
+
+_symbolic: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _sym():
+    from tinygrad_core.codegen import symbolic   # the index-expression simplifier builds on this module
+    return symbolic
 
 
 def _shape_of(u: UOp) -> tuple[int, ...]:

@@ -5,8 +5,9 @@ loads of whoever uses them; a reduce fuses with the elementwise ops before it an
 its own kernel when its result is broadcast (EXPAND) or used by several nodes: fusing it there would recompute
 the whole reduction for every element that reads it."""
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import weakref
+from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.device import Buffer
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import prod
@@ -19,6 +20,7 @@ class ScheduleItem:
     bufs: list[Buffer]       # output first, then the inputs in DEFINE_GLOBAL order
     node: UOp                # the graph node this item computes
     becomes: UOp | None = None   # the buffer view that holds node's value once the item has run
+    var_vals: dict[str, int] = field(default_factory=dict)   # the values of the Variables in ast's sizes
 
 
 # every node that has been computed, mapped to the buffer view that holds its value (while the node lives)
@@ -114,7 +116,8 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     items = []
     try:
         for root in roots:
-            out = Buffer(root.device, prod(root.shape), root.dtype) if root.op is not Ops.ASSIGN else None
+            # a symbolic size gets a buffer for its largest value, so one buffer serves every value (TinyJit)
+            out = None if root.op is Ops.ASSIGN else Buffer(root.device, sym.max_value(prod(root.shape)), root.dtype)
             item = _make_item(root, out, is_root)
             target = item.bufs[0] if item is not None else out
             version = _resolve(root.src[0]).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
@@ -214,12 +217,13 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem
     bufs: list[Buffer] = [out]
     globals_by_buffer: dict = {}
     memo: dict[UOp, UOp] = {}
+    var_vals: dict[str, int] = {}
 
-    def load(buf: Buffer) -> UOp:
+    def load(buf: Buffer, size=None) -> UOp:
         if buf not in globals_by_buffer:
             globals_by_buffer[buf] = UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), len(bufs))
             bufs.append(buf)
-        return UOp(Ops.LOAD, buf.dtype, (globals_by_buffer[buf],), buf.size)
+        return UOp(Ops.LOAD, buf.dtype, (globals_by_buffer[buf],), buf.size if size is None else size)
 
     def to_ast(u: UOp) -> UOp:
         if u in memo:
@@ -232,11 +236,19 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem
         elif u in is_root and u is not root:
             raise AssertionError("a realize point must be realized before its users")
         elif u.op is Ops.CONST:
-            made = UOp(Ops.CONST, u.dtype, (), u.arg)
+            made = UOp(Ops.CONST, u.dtype, (), sym.unbind(u.arg, var_vals))
         elif u.op is Ops.CUSTOM:       # a custom op's value is its forward graph; the rest is for gradients
             made = to_ast(u.src[0])
-        else:
-            made = u.replace(src=tuple(to_ast(s) for s in u.src))
+        elif u.op is Ops.RESHAPE:      # reshapes compose (row-major order): one reshape of the innermost source
+            shape, inner = sym.unbind(u.arg, var_vals), to_ast(u.src[0])
+            inner = inner.src[0] if inner.op is Ops.RESHAPE else inner
+            if inner.op is Ops.LOAD and not all(isinstance(s, int) for s in shape):
+                # a buffer seen with a symbolic shape (a TinyJit input): its size is that shape's, so the kernel
+                # doesn't depend on the size of the buffer it is given
+                inner = load(bufs[inner.src[0].arg], prod(shape))
+            made = inner.reshape(shape)
+        else:   # sizes in movement ops lose their values: the kernel is the same for every value of a Variable
+            made = u.replace(src=tuple(to_ast(s) for s in u.src), arg=sym.unbind(u.arg, var_vals))
         memo[u] = made
         return made
 
@@ -245,10 +257,10 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem
         raise AssertionError("assign value must be realized first")
     body = to_ast(value.src[0]) if value.op is Ops.CONTIGUOUS else to_ast(value)
     if body.op is Ops.LOAD:          # a plain copy still needs a shape to index it
-        body = body.reshape(value.shape)
+        body = body.reshape(sym.unbind(value.shape, var_vals))
     out_global = UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0)
     ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out_global, body)),))
-    return ScheduleItem(ast, bufs, root)
+    return ScheduleItem(ast, bufs, root, var_vals=var_vals)
 
 
 def graph_roots_in_order(items: list[ScheduleItem]) -> str:

@@ -11,7 +11,8 @@ from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32
 from tinygrad_core.gradient import compute_gradient
 from tinygrad_core.helpers import argfix, prod
-from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.ops import Ops, UOp, is_symbolic
+from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
 from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
@@ -65,7 +66,9 @@ class Tensor(CreationOps, NNOps):
                  requires_grad: bool | None = None):
         dtype = to_dtype(dtype) if dtype is not None else None
         device = Device.canonicalize(device)
-        if isinstance(data, UOp):
+        if is_symbolic(data):      # a Variable's value as a 0-d tensor
+            uop = UOp.const(dtype or dtypes.default_int, data, device)
+        elif isinstance(data, UOp):
             # under no_grad, results are constants to autograd (as in PyTorch)
             uop = UOp(Ops.DETACH, data.dtype, (data,)) if Tensor.no_grad and data.op not in (Ops.BUFFER, Ops.CONST) \
                 else data
@@ -158,13 +161,14 @@ class Tensor(CreationOps, NNOps):
         return create_schedule([self.uop])
 
     def numpy(self) -> np.ndarray:
-        if 0 in self.shape:
-            return np.zeros(self.shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
+        shape = tuple(map(sym.evaluate, self.shape))       # symbolic sizes at their bound values
+        if 0 in shape:
+            return np.zeros(shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
         self.realize()
         buf = buffer_of(self.uop)
         if buf is None:          # a view of a buffer that isn't the plain whole buffer: make it contiguous
             buf = buffer_of(self.contiguous().realize().uop)
-        out = buf.numpy().reshape(self.shape)
+        out = buf.numpy()[:prod(shape)].reshape(shape)     # a symbolic size's buffer holds its largest value
         return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
 
     def tolist(self):
@@ -264,7 +268,8 @@ class Tensor(CreationOps, NNOps):
                 raise ValueError(f"tensors are on different devices ({self.device} and {x.device}); move one with .to()")
         else:
             if not isinstance(x, (int, float, bool)):
-                x = Tensor(x, device=self.device)
+                x = Tensor(x, device=self.device, dtype=self.dtype if is_symbolic(x) and dtypes.is_float(self.dtype)
+                           else None)
                 return self._to_operand(x, reverse)
             dtype = self.dtype
             if isinstance(x, float) and not dtypes.is_float(dtype):
@@ -609,9 +614,9 @@ class Tensor(CreationOps, NNOps):
 
     def mean(self, axis=None, keepdim=False) -> Tensor:
         x = self._float()
-        count = prod(self.shape) // max(1, prod(s for i, s in enumerate(self.shape) if i not in self._axes(axis)))
-        if self.numel() == 0:
-            count = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
+        count = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
+        if is_symbolic(count):
+            return x.sum(axis, keepdim) / count
         return x.sum(axis, keepdim) * (1 / count if count else math.nan)
 
     def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
@@ -684,6 +689,8 @@ class Tensor(CreationOps, NNOps):
     # ---- movement ----
     def reshape(self, shape, *args) -> Tensor:
         shape = argfix(shape, *args)
+        if any(map(is_symbolic, shape + self.shape)):
+            return self._reshape_symbolic(shape)
         if shape.count(-1) > 1:
             raise ValueError(f"can't reshape {self.shape} to {shape}: only one dimension can be -1")
         if -1 in shape:
@@ -693,6 +700,15 @@ class Tensor(CreationOps, NNOps):
             shape = tuple(self.numel() // known if s == -1 else s for s in shape)
         if prod(shape) != self.numel() or any(s < 0 for s in shape):
             raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape} ({prod(shape)} elements)")
+        return self if shape == self.shape else Tensor(self.uop.reshape(shape))
+
+    def _reshape_symbolic(self, shape) -> Tensor:
+        """A reshape from or to sizes made of Variables: the element counts must agree at the bound values."""
+        if -1 in shape:
+            raise ValueError(f"can't infer a -1 size next to symbolic sizes ({self.shape} to {shape}); give every size")
+        new, old = (sym.evaluate(prod(s)) for s in (shape, self.shape))
+        if new != old or any(sym.evaluate(s) < 0 for s in shape):
+            raise ValueError(f"can't reshape {self.shape} ({old} elements) to {shape} ({new} elements)")
         return self if shape == self.shape else Tensor(self.uop.reshape(shape))
 
     def view(self, *shape) -> Tensor:
@@ -734,7 +750,8 @@ class Tensor(CreationOps, NNOps):
 
     def shrink(self, bounds) -> Tensor:
         bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
-        if len(bounds) != self.ndim or any(not 0 <= b <= e <= s for (b, e), s in zip(bounds, self.shape)):
+        if len(bounds) != self.ndim or any(not 0 <= sym.evaluate(b) <= sym.evaluate(e) <= sym.evaluate(s)
+                                           for (b, e), s in zip(bounds, self.shape)):
             raise ValueError(f"shrink bounds {bounds} don't fit shape {self.shape}")
         return Tensor(self.uop.shrink(bounds))
 

@@ -26,7 +26,7 @@ class KernelOpts:
 @dataclass
 class LoweredKernel:
     sink: UOp                      # SINK of STOREs (with REDUCE nodes still in it)
-    global_size: tuple[int, int, int]
+    global_size: tuple              # ints, or symbolic sizes that each launch evaluates
     local_size: tuple[int, int, int]
 
 
@@ -56,8 +56,9 @@ class Lowerer:
             return tuple(UOp(Ops.CONST, node.dtype, (), 0) if sym.is_const(v) and v.arg is False else
                          UOp(Ops.LOAD, node.dtype, (src[0], idx[0]) + (() if v is None else (v,)))
                          for idx, v in zip(idxs, valids))
-        if op is Ops.CONST:
-            return (UOp(Ops.CONST, node.dtype, (), node.arg),) * len(idxs)
+        if op is Ops.CONST:        # a number, or a symbolic size used as a number (its Variables are kernel arguments)
+            value = node.arg.cast(node.dtype) if isinstance(node.arg, UOp) else UOp(Ops.CONST, node.dtype, (), node.arg)
+            return (value,) * len(idxs)
         if op is Ops.DEFINE_VAR:
             return (node,) * len(idxs)
         if op in GroupOp.ELEMENTWISE:
@@ -94,8 +95,10 @@ class Lowerer:
         ranges, unrolled = {}, {}
         for axis in axes:
             size = in_shape[axis]
-            amount = self.unroll if axis == axes[-1] and size % self.unroll == 0 and size > self.unroll else 1
-            ranges[axis] = UOp(Ops.RANGE, sym.INDEX, (sym.const(size // amount),), self.range_count)
+            amount = self.unroll if axis == axes[-1] and isinstance(size, int) and size % self.unroll == 0 and \
+                size > self.unroll else 1
+            ranges[axis] = UOp(Ops.RANGE, sym.INDEX, (sym.const(size // amount if amount > 1 else size),),
+                               self.range_count)
             unrolled[axis] = amount
             self.range_count += 1
         # each unrolled copy of the loop body is a separate input index, all combined into one accumulator
@@ -167,17 +170,17 @@ def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
     out_buf, value = store.src
     shape = value.shape
     upcast = dict(opts.upcast)
-    grid = [s // upcast.get(axis, 1) for axis, s in enumerate(shape)]
-    total = prod(grid)
+    grid = [s // upcast[axis] if axis in upcast else s for axis, s in enumerate(shape)]
+    total = prod(grid)           # with symbolic sizes, an expression: the launch size is computed per launch
     if renderer.has_local:
-        local = max(1, min(opts.local_size, total))
-        groups = -(-total // local)
-        gid = sym.add(sym.mul(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", groups)), local),
+        local = max(1, min(opts.local_size, sym.max_value(total)))
+        groups = -(-total // local) if isinstance(total, int) else sym.idiv(sym.add(total, local - 1), local)
+        gid = sym.add(sym.mul(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", sym.max_value(groups))), local),
                       UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", local)))
-        thread_valid = None if groups * local == total else sym.lt(gid, total)
+        thread_valid = None if isinstance(total, int) and groups * local == total else sym.lt(gid, total)
         global_size, local_size = (groups, 1, 1), (local, 1, 1)
     else:
-        gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", total))
+        gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", sym.max_value(total)))
         thread_valid, global_size, local_size = None, (total, 1, 1), (1, 1, 1)
     coords = [sym.mod(sym.idiv(gid, stride), g) for stride, g in zip(contiguous_strides(grid), grid)]
     combos = list(itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))

@@ -20,8 +20,10 @@ def _expanded_axes(value: UOp) -> set[int]:
 def choose_opts(ast: UOp, renderer) -> KernelOpts:
     value = ast.src[0].src[1]
     shape = value.shape
-    if NOOPT or not shape:
-        return KernelOpts(local_size=min(renderer.default_local_size, prod(shape) or 1) if renderer.has_local else 1)
+    # symbolic sizes get no tiles: nothing is known to divide them
+    if NOOPT or not shape or any(not isinstance(s, int) for u in value.toposort() for s in u.shape):
+        return KernelOpts(local_size=min(renderer.default_local_size, sym.max_value(prod(shape)) or 1)
+                          if renderer.has_local else 1)
     reduces = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
     if reduces and renderer.simd_width:
         return _simd_reduce_opts(value, renderer)

@@ -1,7 +1,8 @@
 """Index arithmetic with simplification: the integer expressions that address buffers inside a kernel.
 
 Movement ops become index math (reshape -> // and %, pad -> bounds checks); the rules here fold that math back to
-its simplest form using each expression's value range, so a contiguous load reads `buf[gidx0]`, not a tangle."""
+its simplest form using each expression's value range, so a contiguous load reads `buf[gidx0]`, not a tangle.
+Symbolic sizes are the same expressions over Variables (DEFINE_VAR; BIND when a value comes with it)."""
 from __future__ import annotations
 import math
 from tinygrad_core.dtype import dtypes
@@ -11,7 +12,9 @@ INDEX = dtypes.index
 _bounds: dict[UOp, tuple[int, int]] = {}
 
 
-def const(value: int | bool) -> UOp:
+def const(value: int | bool | UOp) -> UOp:
+    if isinstance(value, UOp):
+        return value
     return UOp(Ops.CONST, dtypes.bool if isinstance(value, bool) else INDEX, (), value)
 
 
@@ -27,11 +30,13 @@ def bounds(u: UOp) -> tuple[int, int]:
     if op is Ops.CONST:
         out = (int(u.arg), int(u.arg))
     elif op is Ops.SPECIAL:
-        out = (0, u.arg[1] - 1)
+        out = (0, max_value(u.arg[1]) - 1)
     elif op is Ops.RANGE:
         out = (0, bounds(src[0])[1] - 1)
     elif op is Ops.DEFINE_VAR:
         out = (u.arg[1], u.arg[2])
+    elif op is Ops.BIND:          # the range it may take, not its value: kernels and buffers serve all of them
+        out = bounds(src[0])
     elif op is Ops.ADD:
         (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
         out = (a0 + b0, a1 + b1)
@@ -45,6 +50,9 @@ def bounds(u: UOp) -> tuple[int, int]:
         lo, hi = bounds(src[0])
         c = src[1].arg
         out = (lo, hi) if 0 <= lo and hi < c else (0, c - 1) if lo >= 0 else (-(c - 1), c - 1)
+    elif op in (Ops.IDIV, Ops.MOD) and bounds(src[0])[0] >= 0 and bounds(src[1])[0] > 0:    # by a symbolic size
+        (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
+        out = (a0 // b1, a1 // b0) if op is Ops.IDIV else (0, min(a1, b1 - 1))
     elif u.dtype == dtypes.bool:
         out = (0, 1)
     elif op is Ops.WHERE:
@@ -121,7 +129,12 @@ def _fold_divmod(terms: dict[UOp, int]) -> dict[UOp, int]:
     return terms
 
 
-def mul(a: UOp, k: int) -> UOp:
+def mul(a: UOp, k: int | UOp) -> UOp:
+    if isinstance(k, UOp) and not is_const(k):
+        if not is_const(a):            # a product of two symbolic values: a term of its own
+            return UOp(Ops.MUL, INDEX, tuple(sorted((a, k), key=_sort_key)))
+        a, k = k, a
+    k = int(k.arg) if isinstance(k, UOp) else k
     terms, c = linear(a)
     return from_linear({t: v * k for t, v in terms.items() if v * k}, c * k)
 
@@ -130,8 +143,12 @@ def sub(a: UOp, b: UOp | int) -> UOp:
     return add(a, mul(const(b) if isinstance(b, int) else b, -1))
 
 
-def idiv(x: UOp, c: int) -> UOp:
+def idiv(x: UOp, c: int | UOp) -> UOp:
     """x // c for c > 0 (truncating, as the kernels compute it)."""
+    if isinstance(c, UOp):
+        if not is_const(c):
+            return const(0) if 0 <= bounds(x)[0] and bounds(x)[1] < bounds(c)[0] else UOp(Ops.IDIV, INDEX, (x, c))
+        c = int(c.arg)
     if c == 1:
         return x
     lo, hi = bounds(x)
@@ -159,8 +176,12 @@ def idiv(x: UOp, c: int) -> UOp:
     return add(from_linear(whole, whole_const), rest_part)
 
 
-def mod(x: UOp, c: int) -> UOp:
+def mod(x: UOp, c: int | UOp) -> UOp:
     """x % c for c > 0 (sign of x, as the kernels compute it)."""
+    if isinstance(c, UOp):
+        if not is_const(c):
+            return x if 0 <= bounds(x)[0] and bounds(x)[1] < bounds(c)[0] else UOp(Ops.MOD, INDEX, (x, c))
+        c = int(c.arg)
     if c == 1:
         return const(0)
     lo, hi = bounds(x)
@@ -180,24 +201,24 @@ def mod(x: UOp, c: int) -> UOp:
     return UOp(Ops.MOD, INDEX, (rest, const(c)))
 
 
-def lt(x: UOp, c: int) -> UOp:
+def lt(x: UOp, c: int | UOp) -> UOp:
     """x < c, folded to a constant when the bounds decide it."""
-    lo, hi = bounds(x)
-    if hi < c:
+    (lo, hi), (c_lo, c_hi) = bounds(x), bounds(const(c))
+    if hi < c_lo:
         return const(True)
-    if lo >= c:
+    if lo >= c_hi:
         return const(False)
     return UOp(Ops.CMPLT, dtypes.bool, (x, const(c)))
 
 
-def ge(x: UOp, c: int) -> UOp:
-    lo, hi = bounds(x)
-    if lo >= c:
+def ge(x: UOp, c: int | UOp) -> UOp:
+    (lo, hi), (c_lo, c_hi) = bounds(x), bounds(const(c))
+    if lo >= c_hi:
         return const(True)
-    if hi < c:
+    if hi < c_lo:
         return const(False)
     # x >= c  <=>  not (x < c)  <=>  (c-1) < x
-    return UOp(Ops.CMPLT, dtypes.bool, (const(c - 1), x))
+    return UOp(Ops.CMPLT, dtypes.bool, (sub(const(c), 1), x))
 
 
 def and_(a: UOp | None, b: UOp | None) -> UOp | None:
@@ -208,3 +229,73 @@ def and_(a: UOp | None, b: UOp | None) -> UOp | None:
         if is_const(x) and x.arg is False:
             return x
     return a if a is b else UOp(Ops.AND, dtypes.bool, (a, b))
+
+
+# ---- symbolic sizes: values, Variables with and without their values ----
+def max_value(x: int | UOp) -> int:
+    """The largest value a size can take (what a buffer for it must hold)."""
+    return x if isinstance(x, int) else bounds(x)[1]
+
+
+def evaluate(x: int | UOp, values: dict[str, int] | None = None) -> int:
+    """The int value of a symbolic size: bound Variables bring their value, others are looked up by name in values."""
+    if not isinstance(x, UOp):
+        return x
+    op, src = x.op, x.src
+    if op is Ops.CONST:
+        return int(x.arg)
+    if op is Ops.BIND:
+        return int(src[1].arg)
+    if op is Ops.DEFINE_VAR:
+        if values is None or x.arg[0] not in values:
+            name, lo, hi = x.arg
+            raise ValueError(f"Variable {name} has no value here: bind one, "
+                             f"e.g. Variable({name!r}, {lo}, {hi}).bind(n)")
+        return values[x.arg[0]]
+    a, b = (evaluate(s, values) for s in src)
+    quotient = (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1) if b else 0      # truncating, as in kernels
+    return {Ops.ADD: a + b, Ops.SUB: a - b, Ops.MUL: a * b, Ops.IDIV: quotient, Ops.MOD: a - b * quotient,
+            Ops.MAX: max(a, b)}[op]
+
+
+def unbind(x, found: dict[str, int]):
+    """x (a symbolic size, or a tuple of them, nested) with each bound Variable replaced by the bare Variable; the
+    values go into found. Kernels are built from unbound sizes, so one compiled kernel serves every value."""
+    if isinstance(x, tuple):
+        return tuple(unbind(v, found) for v in x)
+    if not isinstance(x, UOp) or not x.src:
+        return x
+    if x.op is Ops.BIND:
+        var, value = x.unbind()
+        if (first := found.setdefault(var.arg[0], value)) != value:
+            raise ValueError(f"Variable {var.arg[0]} is bound to both {first} and {value} in one computation")
+        return var
+    return x.replace(src=tuple(unbind(s, found) for s in x.src))
+
+
+def rebind(x, values: dict[str, int]):
+    """x with each bound Variable named in values bound to that value instead (x: a size, a tuple, or a graph)."""
+    if isinstance(x, tuple):
+        return tuple(rebind(v, values) for v in x)
+    if not isinstance(x, UOp):
+        return x
+    if x.op is Ops.BIND:
+        return x.src[0].bind(values[x.src[0].arg[0]]) if x.src[0].arg[0] in values else x
+    if not x.src and not isinstance(x.arg, (tuple, UOp)):
+        return x
+    return x.replace(src=tuple(rebind(s, values) for s in x.src), arg=rebind(x.arg, values))
+
+
+def render(x: UOp, top: bool = True) -> str:
+    """A symbolic size as text: `i`, `(i*3+1)`, and its value when its Variables are bound: `i=5`, `(i+1)=6`."""
+    op, src = x.op, x.src
+    if op is Ops.CONST:
+        return str(x.arg)
+    if op in (Ops.DEFINE_VAR, Ops.BIND):
+        text = x.arg[0] if op is Ops.DEFINE_VAR else src[0].arg[0]
+    else:
+        symbol = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}.get(op, f" {op.name} ")
+        text = "(" + symbol.join(render(s, False) for s in src) + ")"
+    bound = top and all(u.op is not Ops.DEFINE_VAR or any(b.op is Ops.BIND and b.src[0] is u for b in x.toposort())
+                        for u in x.toposort())
+    return f"{text}={evaluate(x)}" if bound else text

@@ -50,3 +50,25 @@ def test_replay_updates_state_in_place(dut, TinyJit):
         x_np = np.arange(6, dtype=np.float32) + call
         expected += x_np * 2
         np.testing.assert_allclose(accumulate(dut.tensor(x_np)).numpy(), expected, err_msg=f"call {call + 1}")
+
+
+def test_replay_over_a_symbolic_size(dut, TinyJit):
+    """Sizes made of a Variable: one compiled kernel per op, launched with each value (the launch size and the int
+    kernel arguments change, the program doesn't)."""
+    try:
+        from tinygrad_core.ops import Variable
+    except ImportError as e:
+        pytest.skip(f"this tinygrad-core has no Variable ({e})")
+    rng = np.random.default_rng(3)
+    length = Variable("length", 1, 40)
+
+    @TinyJit
+    def f(x):
+        return (x * 2 + 1).sum(1), x.max(1)
+
+    for n in (5, 17, 40, 1, 23):
+        x_np = rng.standard_normal((3, n)).astype(np.float32)
+        total, peak = f(dut.tensor(x_np).reshape(3, length.bind(n)))
+        assert_close(total.numpy(), (x_np * 2 + 1).sum(1), f"length {n}", rtol=1e-5, atol=1e-5)
+        assert_close(peak.numpy(), x_np.max(1), f"length {n}")
+    assert len(f.captures) == 1, "each length was recorded again instead of replayed with its value"

@@ -1,12 +1,15 @@
 """TinyJit: run a function's kernels again without running its Python.
 
 The first call runs normally (and compiles); the second call records every kernel launched (runner + buffers);
-later calls replay the recording with the new input buffers swapped in. No graph is built, nothing is scheduled."""
+later calls replay the recording with the new input buffers swapped in. No graph is built, nothing is scheduled.
+Sizes made of Variables are part of the recording unbound: a call with other values replays it with those values."""
 from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
+from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.engine import realize
 from tinygrad_core.helpers import DEBUG
+from tinygrad_core.ops import is_symbolic
 from tinygrad_core.schedule import buffer_of
 
 
@@ -45,8 +48,8 @@ class Capture:
 
 
 class TinyJit:
-    """@TinyJit on a function whose tensors in and out have fixed shapes. Inputs are realized before each call;
-    outputs come back realized (and are overwritten by the next call, as in tinygrad)."""
+    """@TinyJit on a function whose tensors in and out have fixed shapes (or sizes made of bound Variables). Inputs are
+    realized before each call; outputs come back realized (and are overwritten by the next call, as in tinygrad)."""
 
     def __init__(self, fn):
         self.fn = fn
@@ -68,10 +71,13 @@ class TinyJit:
                 t.uop = t.contiguous().uop
         if inputs:
             Tensor.realize_all(*inputs)
-        signature = tuple((t.shape, t.dtype, t.device) for t in inputs)
+        # the values of Variables (in the inputs' shapes, or passed bound) are not part of what is recorded
+        values: dict[str, int] = {}
+        signature = tuple((sym.unbind(t.shape, values), t.dtype, t.device) for t in inputs) + \
+            tuple(sym.unbind(v, values) for v in (*args, *kwargs.values()) if is_symbolic(v))
         self.calls += 1
         if (capture := self.captures.get(signature)) is not None:
-            return self._replay(capture, inputs)
+            return self._replay(capture, inputs, values)
         if self.calls == 1:
             ret = self.fn(*args, **kwargs)
             if outs := _tensors_out(ret):
@@ -99,7 +105,7 @@ class TinyJit:
             print(f"TinyJit captured {len(recording)} kernels of {getattr(self.fn, '__name__', 'fn')}")
         return ret
 
-    def _replay(self, capture: Capture, inputs):
+    def _replay(self, capture: Capture, inputs, values: dict[str, int]):
         from tinygrad_core.tensor import Tensor
         new_buffers = [buffer_of(t.uop) for t in inputs]
         for buf, count in capture.random_slots:
@@ -108,5 +114,8 @@ class TinyJit:
         for i, j, k in capture.input_slots:
             kernels[i][1][j] = new_buffers[k]
         for runner, bufs, var_vals in kernels:
-            realize.launch(runner, bufs, var_vals)
+            realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
+        if values:      # the outputs' symbolic sizes take this call's values
+            for t in _tensors_out(capture.ret):
+                t.uop = sym.rebind(t.uop, values)
         return capture.ret

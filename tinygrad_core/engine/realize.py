@@ -4,6 +4,7 @@ This is where codegen, renderer, compiler and program meet; DEBUG output about k
 from __future__ import annotations
 import functools
 import time
+from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import linearize
 from tinygrad_core.codegen.lower import lower_kernel
@@ -43,8 +44,9 @@ class CompiledRunner:
         return Device[self.device].runtime(self.name, self.lib)
 
     def __call__(self, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
-        vals = tuple((var_vals or {}).get(v.arg[0], 0) for v in self.vars)
-        return self.program(*[b.opaque for b in bufs], global_size=self.global_size, local_size=self.local_size,
+        vals = tuple(sym.evaluate(v, var_vals) for v in self.vars)
+        global_size = tuple(sym.evaluate(g, var_vals) for g in self.global_size)
+        return self.program(*[b.opaque for b in bufs], global_size=global_size, local_size=self.local_size,
                             vals=vals, wait=wait)
 
 
@@ -84,19 +86,19 @@ def launch(runner, bufs: list[Buffer], var_vals: dict | None = None, wait: bool 
     return seconds
 
 
-def run_schedule(schedule: list[ScheduleItem], var_vals: dict | None = None):
+def run_schedule(schedule: list[ScheduleItem]):
     if DEBUG >= 3 and schedule:
         print(f"schedule: {len(schedule)} items\n" + graph_roots_in_order(schedule))
     started = time.perf_counter()
     for item in schedule:
         runner = runner_for(item)
-        seconds = launch(runner, item.bufs, var_vals, wait=DEBUG >= 2)
+        seconds = launch(runner, item.bufs, item.var_vals, wait=DEBUG >= 2)
         realized[item.node] = item.becomes
         if capturing is not None:
-            capturing.append((runner, item.bufs, var_vals))
+            capturing.append((runner, item.bufs, item.var_vals))
         if DEBUG >= 2:
             GlobalCounters.time_sum_s += seconds or 0
-            shape = "x".join(map(str, item.node.shape)) or "scalar"
+            shape = "x".join(map(repr, item.node.shape)) or "scalar"
             gflops = f"{runner.flops / seconds / 1e9:8.2f} GFLOP/s" if seconds and isinstance(runner, CompiledRunner) else ""
             print(f"  {colored(f'{runner.name:32s}', 'cyan')} {item.bufs[0].device:6s} {shape:>18s} "
                   f"{(seconds or 0) * 1e3:9.3f} ms {gflops}")
@@ -107,12 +109,14 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict | None = None):
 def kernel_name(ast: UOp, opts) -> str:
     has_reduce = any(u.op is Ops.REDUCE_AXIS for u in ast.toposort())
     shape = ast.src[0].src[1].shape
-    return ("r_" if has_reduce else "E_") + ("_".join(map(str, shape)) or "1")
+    # a symbolic size shows as the names of its Variables
+    return ("r_" if has_reduce else "E_") + ("_".join(str(s) if isinstance(s, int) else "_".join(
+        sorted(u.arg[0] for u in s.toposort() if u.op is Ops.DEFINE_VAR)) for s in shape) or "1")
 
 
 def count_work(uops: list[UOp], global_size, local_size) -> int:
-    """FLOPs: ALU ops times how often each runs (threads x enclosing loop trips)."""
-    threads = prod(global_size) * prod(local_size)
+    """FLOPs: ALU ops times how often each runs (threads x enclosing loop trips; symbolic sizes at their largest)."""
+    threads = prod(map(sym.max_value, global_size)) * prod(local_size)
     trips, flops = [threads], 0
     for u in uops:
         if u.op is Ops.RANGE:
@@ -128,4 +132,5 @@ def count_work(uops: list[UOp], global_size, local_size) -> int:
 def _bytes_moved(ast: UOp) -> int:
     loads = {u.src[0]: u for u in ast.toposort() if u.op is Ops.LOAD}
     out = ast.src[0]
-    return sum(u.arg * u.dtype.itemsize for u in loads.values()) + prod(out.src[1].shape) * out.src[0].dtype.itemsize
+    return sum(sym.max_value(u.arg) * u.dtype.itemsize for u in loads.values()) + \
+        sym.max_value(prod(out.src[1].shape)) * out.src[0].dtype.itemsize

@@ -68,10 +68,10 @@ class PythonProgram(Program):
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
         start = time.perf_counter()
         with np.errstate(all="ignore"):
-            self.run(bufs, vals)
+            self.run(bufs, vals, global_size[0] * local_size[0])
         return time.perf_counter() - start if wait else None
 
-    def run(self, bufs, vals):
+    def run(self, bufs, vals, threads: int):
         uops, values = self.uops, [None] * len(self.uops)
         var_values = iter(vals)
         pc = 0
@@ -84,7 +84,7 @@ class PythonProgram(Program):
             elif op is Ops.DEFINE_VAR:
                 values[pc] = np.int32(next(var_values))
             elif op is Ops.SPECIAL:
-                values[pc] = np.arange(arg[1], dtype=np.int32)   # every parallel index at once
+                values[pc] = np.arange(threads, dtype=np.int32)   # every parallel index at once
             elif op is Ops.CONST:
                 values[pc] = np.array(arg, dtype=_host(dtype))
             elif op is Ops.RANGE:
