@@ -170,15 +170,19 @@ class Batches:
         full, rest = divmod(len(self.X), self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
-    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+    def arrays(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """One pass as (x, y) numpy batches (what iterating gives, before it becomes Tensors)."""
         order = self.rng.permutation(len(self.X)) if self.shuffle else np.arange(len(self.X))
         for i in range(len(self)):
             index = order[i * self.batch_size:(i + 1) * self.batch_size]
             x, y = self.X[index], self.Y[index]
             if self.transform is not None:
                 x = self.transform(x, self.rng)
-            yield Tensor(np.ascontiguousarray(x), device=self.device), Tensor(np.ascontiguousarray(y),
-                                                                              device=self.device)
+            yield np.ascontiguousarray(x), np.ascontiguousarray(y)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        for x, y in self.arrays():
+            yield Tensor(x, device=self.device), Tensor(y, device=self.device)
 
 
 __all__ = ["data_dir", "read_idx", "load_mnist", "mnist", "load_cifar10", "cifar10", "random_crop", "random_flip",
