@@ -47,6 +47,7 @@ class ContextVar:
 
 DEBUG = ContextVar("DEBUG", 0)     # 1: kernels per realize, 2: each kernel, 3: the schedule, 4: source, 5: gradient steps
 NOOPT = ContextVar("NOOPT", 0)     # 1: no upcasting/unrolling/local sizes (plain loops; useful when debugging)
+BEAM = ContextVar("BEAM", 0)       # 1: time a few candidate opts per new kernel and keep the fastest (engine/search.py)
 
 
 class Context(contextlib.ContextDecorator):

@@ -17,11 +17,15 @@ def _expanded_axes(value: UOp) -> set[int]:
     return axes
 
 
+def has_symbolic_sizes(ast: UOp) -> bool:
+    return any(not isinstance(s, int) for u in ast.toposort() for s in u.shape)
+
+
 def choose_opts(ast: UOp, renderer) -> KernelOpts:
     value = ast.src[0].src[1]
     shape = value.shape
     # symbolic sizes get no tiles: nothing is known to divide them
-    if NOOPT or not shape or any(not isinstance(s, int) for u in value.toposort() for s in u.shape):
+    if NOOPT or not shape or has_symbolic_sizes(value):
         return KernelOpts(local_size=min(renderer.default_local_size, sym.max_value(prod(shape)) or 1)
                           if renderer.has_local else 1)
     reduces = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]

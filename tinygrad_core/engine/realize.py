@@ -8,10 +8,10 @@ from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import linearize
 from tinygrad_core.codegen.lower import lower_kernel
-from tinygrad_core.codegen.opts import choose_opts
+from tinygrad_core.codegen.opts import choose_opts, has_symbolic_sizes
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import DEBUG, GlobalCounters, colored, prod
+from tinygrad_core.helpers import BEAM, DEBUG, GlobalCounters, colored, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
 from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 
@@ -64,7 +64,12 @@ class CopyRunner:
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
     compiled = Device[device]
     if (runner := compiled.kernel_cache.get(ast)) is None:
-        runner = compiled.kernel_cache[ast] = CompiledRunner(device, ast)
+        if BEAM and not has_symbolic_sizes(ast):
+            from tinygrad_core.engine.search import fastest_runner     # (it builds on this module)
+            runner = fastest_runner(device, ast)
+        else:
+            runner = CompiledRunner(device, ast)
+        compiled.kernel_cache[ast] = runner
     return runner
 
 

@@ -1,0 +1,50 @@
+"""BEAM=1: every candidate opts computes the same result, and the fastest one is remembered on disk."""
+from __future__ import annotations
+import numpy as np
+from tinygrad_core import Context, Device, Tensor
+from tinygrad_core.engine import search
+from tinygrad_core.engine.realize import CompiledRunner
+from helpers import assert_close
+
+
+def _last_kernel(t: Tensor):
+    items = t.schedule()
+    for item in items[:-1]:          # the inputs of the last kernel
+        Tensor(item.node).realize()
+    return t.schedule()[-1]
+
+
+def test_every_candidate_computes_the_same_matmul_and_conv():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 48)).astype(np.float32), rng.standard_normal((48, 64)).astype(np.float32)
+    x, w = rng.standard_normal((2, 3, 8, 8)).astype(np.float32), rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    cases = [(Tensor(a) @ Tensor(b), a @ b),
+             (Tensor(x).conv2d(Tensor(w), padding=1), Tensor(x).conv2d(Tensor(w), padding=1).numpy())]
+    for t, expected in cases:
+        item = _last_kernel(t)
+        renderer = Device[Device.DEFAULT].renderer
+        options = search.candidates(item.ast, renderer)
+        assert len(options) > 1 or (renderer.max_upcast == renderer.max_unroll == 1 and not renderer.has_local)
+        for opts in options:
+            CompiledRunner(Device.DEFAULT, item.ast, opts)(item.bufs)
+            assert_close(item.bufs[0].numpy().reshape(expected.shape), expected, what=str(opts))
+
+
+def test_the_search_result_is_kept_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal((32, 16)).astype(np.float32)
+    cache = Device[Device.DEFAULT].kernel_cache
+    cache.clear()
+    with Context(BEAM=1):
+        assert_close((Tensor(a) @ Tensor(b)).numpy(), a @ b)
+    assert list((tmp_path / "opts").iterdir())
+    chosen = [r.opts for r in cache.values()]
+    cache.clear()
+
+    def no_timing(*args):
+        raise AssertionError("searched again instead of reading the kept choice")
+    monkeypatch.setattr(search, "candidates", no_timing)
+    with Context(BEAM=1):
+        assert_close((Tensor(a) @ Tensor(b)).numpy(), a @ b)
+    assert [r.opts for r in cache.values()] == chosen

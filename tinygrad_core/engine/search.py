@@ -1,0 +1,90 @@
+"""BEAM=1: pick each new kernel's opts by timing a few candidates, instead of taking the heuristic's choice alone.
+
+The candidates are the heuristic's opts (codegen/opts.py) and variations of them: other tile sizes on the axes it
+tiled, other unroll factors, other thread-group sizes. Each is compiled and timed on scratch buffers (the kernel's
+own buffers may be read and written by it, e.g. an in-place update); the fastest is kept in memory and on disk,
+keyed by the kernel and the device's compiler, so a later process gets it without timing anything."""
+from __future__ import annotations
+import hashlib
+import json
+import numpy as np
+from tinygrad_core.codegen.lower import KernelOpts
+from tinygrad_core.codegen.opts import choose_opts
+from tinygrad_core.device import Buffer, Device, _read_cache_entry, _write_cache_entry
+from tinygrad_core.engine.realize import CompiledRunner
+from tinygrad_core.helpers import DEBUG, cache_dir, prod
+from tinygrad_core.ops import Ops, UOp
+
+MAX_CANDIDATES = 12
+TIMED_LAUNCHES = 3
+
+
+def candidates(ast: UOp, renderer) -> list[KernelOpts]:
+    """The heuristic's opts first, then its variations (each valid: tile sizes divide their axes)."""
+    base = choose_opts(ast, renderer)
+    shape = ast.src[0].src[1].shape
+    reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
+    reduce_size = reduces[0].src[0].shape[reduces[0].arg[1][-1]] if reduces else 1
+    out = [base]
+    tiles = dict(base.upcast)
+
+    def tiled(changes: dict) -> None:
+        new = {**tiles, **changes}
+        fits = all(a >= 1 and shape[axis] % a == 0 for axis, a in new.items())
+        if fits and prod(new.values()) <= renderer.max_upcast:
+            out.append(KernelOpts(tuple(sorted((axis, a) for axis, a in new.items() if a > 1)), base.local_size,
+                                  base.unroll))
+    for axis, amount in base.upcast:              # each tile a size up and down
+        tiled({axis: amount // 2})
+        tiled({axis: amount * 2})
+    for (a, x), (b, y) in zip(base.upcast, base.upcast[1:]):    # the same tile area in another aspect ratio
+        tiled({a: x * 2, b: y // 2})
+        tiled({a: x // 2, b: y * 2})
+    if not base.upcast and shape and shape[-1] > 1:  # nothing tiled: try lanes on the innermost axis
+        out += [KernelOpts(((len(shape) - 1, a),), base.local_size, base.unroll)
+                for a in (4, 8, 16) if shape[-1] % a == 0 and a <= renderer.max_upcast]
+    out += [KernelOpts(base.upcast, base.local_size, u) for u in (1, 2, 4, 8)
+            if u <= renderer.max_unroll and reduce_size % u == 0]
+    if renderer.has_local:
+        out += [KernelOpts(base.upcast, size, base.unroll) for size in (16, 32, 64, 128, 256)
+                if size <= (renderer.local_max or (256,))[0]]
+    unique = list(dict.fromkeys(out))
+    return unique[:MAX_CANDIDATES]
+
+
+def kernel_key(ast: UOp, device: str) -> str:
+    """A stable text form of the kernel (the same in every process), hashed with the device's compiler."""
+    order = ast.toposort()
+    position = {u: i for i, u in enumerate(order)}
+    text = "\n".join(f"{u.op.name} {u.dtype.name} {[position[s] for s in u.src]} {u.arg!r}" for u in order)
+    compiled = Device[device]
+    return hashlib.sha256(f"{compiled.compiler.cachekey}|{compiled.renderer.device}|{text}".encode()).hexdigest()
+
+
+def scratch_buffers(ast: UOp, device: str) -> list[Buffer]:
+    """Zeroed buffers of the sizes and dtypes the kernel's arguments have."""
+    globals_ = sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+    sizes = {0: prod(ast.src[0].src[1].shape)} | {u.src[0].arg: u.arg for u in ast.toposort() if u.op is Ops.LOAD}
+    return [Buffer(device, max(1, sizes[g.arg]), g.dtype, initial=np.zeros(max(1, sizes[g.arg]), g.dtype.np))
+            for g in globals_]
+
+
+def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
+    """The kernel compiled with the opts that ran fastest here (timed once, then remembered on disk)."""
+    path = cache_dir() / "opts" / kernel_key(ast, device)
+    if (entry := _read_cache_entry(path)) is not None:
+        upcast, local_size, unroll = json.loads(entry)
+        return CompiledRunner(device, ast, KernelOpts(tuple(map(tuple, upcast)), local_size, unroll))
+    renderer, bufs = Device[device].renderer, scratch_buffers(ast, device)
+    timed: list[tuple[float, CompiledRunner]] = []
+    for opts in candidates(ast, renderer):
+        runner = CompiledRunner(device, ast, opts)
+        seconds = runner(bufs, wait=True) or float("inf")
+        if not timed or seconds < 2 * min(timed, key=lambda t: t[0])[0]:   # a clear loser isn't timed again
+            seconds = min([seconds] + [runner(bufs, wait=True) or float("inf") for _ in range(TIMED_LAUNCHES - 1)])
+        timed.append((seconds, runner))
+        if DEBUG >= 2:
+            print(f"  search {runner.name}: {opts} {seconds * 1e6:9.1f} us")
+    seconds, best = min(timed, key=lambda t: t[0])
+    _write_cache_entry(path, json.dumps([best.opts.upcast, best.opts.local_size, best.opts.unroll]).encode())
+    return best
