@@ -42,6 +42,12 @@ class Ops(Enum):
     LOAD = auto()          # src = (buffer, index) or (buffer, index, valid): reads 0 where valid is False
     STORE = auto()         # src = (buffer, index, value) or (..., valid): writes only where valid is True
     REDUCE = auto()        # before linearizing: src = (value, *ranges), arg = the combining ALU op
+    # --- tensor cores (renderers that declare them): one warp multiplies 16x16 tiles; arg[0] is the TensorCore ---
+    WMMA_ACC = auto()      # the warp's accumulator tile, zeroed
+    WMMA = auto()          # src = (acc, a_buf, a_index, b_buf, b_index): acc += A tile @ B tile; arg = (tc, a_ld,
+                           # a_row_major, b_ld, b_row_major): element (i, j) of a tile is at index + i*ld + j when
+                           # row-major, index + i + j*ld otherwise
+    WMMA_STORE = auto()    # src = (buffer, index, acc): element (i, j) to index + i*arg[1] + j, cast to the buffer's type
 
 
 class GroupOp:

@@ -599,6 +599,8 @@ class Tensor(CreationOps, NNOps):
             x = x.cast(dtype)
         elif self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype.itemsize < 4):
             x = x.cast(dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.default_int)
+        elif self.dtype in (dtypes.float16, dtypes.bfloat16):    # 16-bit floats add up in float32 (as PyTorch)
+            return x.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)
         return x._reduce(Ops.ADD, axis, keepdim)
 
     def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:

@@ -5,8 +5,12 @@ cuda_fp16.h. bfloat16 is computed as float and stored as its 16 bits (the shared
 reference does, NaN bits included)."""
 from __future__ import annotations
 from tinygrad_core.dtype import ALL, DType, dtypes
-from tinygrad_core.ops import UOp
+from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.renderer import TensorCore
 from tinygrad_core.renderer.cstyle import CStyleRenderer
+
+WMMA = "nvcuda::wmma"
+WMMA_TYPES = {dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16", dtypes.float32: "float"}
 
 
 class CUDARenderer(CStyleRenderer):
@@ -31,9 +35,52 @@ class CUDARenderer(CStyleRenderer):
 
     def __init__(self, arch: str = "sm_90"):
         self.arch = arch
+        # wmma 16x16x16 tiles: half inputs from sm_70 (Volta), bfloat16 from sm_80 (Ampere); float accumulators
+        version = int("".join(c for c in arch if c.isdigit()) or 0)
+        self.tensor_cores = tuple(TensorCore((16, 16, 16), dtype, dtypes.float32) for dtype, since in
+                                  ((dtypes.float16, 70), (dtypes.bfloat16, 80)) if version >= since)
 
     def kernel_preamble(self, uops: list[UOp]) -> list[str]:
-        return ["#include <cuda_fp16.h>"] if any(u.dtype == dtypes.float16 for u in uops) else []
+        wmma = [u for u in uops if u.op is Ops.WMMA]
+        return ["#include <cuda_fp16.h>"] * any(u.dtype == dtypes.float16 for u in uops) + \
+            ["#include <cuda_bf16.h>"] * any(u.arg[0].dtype_in == dtypes.bfloat16 for u in wmma) + \
+            ["#include <mma.h>"] * bool(wmma)
+
+    def render_wmma(self, u: UOp, src: list[str], emit) -> str | None:
+        tc = u.arg[0]
+        shape = ", ".join(map(str, tc.dims))
+        if u.op is Ops.WMMA_ACC:
+            self._counts["wmma_acc"] = number = self._counts.get("wmma_acc", -1) + 1
+            name = f"wmma_acc{number}"
+            emit(f"{WMMA}::fragment<{WMMA}::accumulator, {shape}, {WMMA_TYPES[tc.dtype_acc]}> {name};")
+            emit(f"{WMMA}::fill_fragment({name}, 0.0f);")
+            return name
+        if u.op is Ops.WMMA:        # the fragments are loaded by all the warp's threads together
+            _, a_ld, a_rows, b_ld, b_rows = u.arg
+            kind = WMMA_TYPES[tc.dtype_in]
+            emit("{")
+            for frag, buf, index, ld, rows in (("a", src[1], src[2], a_ld, a_rows), ("b", src[3], src[4], b_ld, b_rows)):
+                layout = f"{WMMA}::{'row' if rows else 'col'}_major"
+                emit(f"  {WMMA}::fragment<{WMMA}::matrix_{frag}, {shape}, {kind}, {layout}> {frag};")
+                emit(f"  {WMMA}::load_matrix_sync({frag}, (const {kind}*)({buf} + {index}), {ld});")
+            emit(f"  {WMMA}::mma_sync({src[0]}, a, b, {src[0]});")
+            emit("}")
+            return src[0]
+        # WMMA_STORE: straight to memory when the buffer holds the accumulator's type, else through a shared tile
+        out, (tm, tn, _), ld = u.src[0].dtype, tc.dims, u.arg[1]
+        if out == tc.dtype_acc:
+            emit(f"{WMMA}::store_matrix_sync({src[0]} + {src[1]}, {src[2]}, {ld}, {WMMA}::mem_row_major);")
+            return None
+        value = self.to_storage(out, "tile[i]") if out in self.float_computed else \
+            self.render_cast("tile[i]", tc.dtype_acc, out)
+        emit("{")
+        emit(f"  __shared__ {WMMA_TYPES[tc.dtype_acc]} tile[{tm * tn}];")
+        emit(f"  {WMMA}::store_matrix_sync(tile, {src[2]}, {tn}, {WMMA}::mem_row_major);")
+        emit("  __syncwarp();")
+        emit(f"  for (int i = threadIdx.x; i < {tm * tn}; i += {tc.threads}) "
+             f"{src[0]}[{src[1]} + i / {tn} * {ld} + i % {tn}] = {value};")
+        emit("}")
+        return None
 
     def render_cast(self, x: str, source: DType, target: DType) -> str:
         # half converts through the cuda_fp16.h intrinsics (its C++ constructors and operators vary by version)

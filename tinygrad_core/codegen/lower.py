@@ -21,6 +21,7 @@ class KernelOpts:
     upcast: tuple[tuple[int, int], ...] = ()     # (axis, amount) pairs; amount divides the axis
     local_size: int = 1                           # threads per group, on renderers with has_local
     unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
+    tensor_core: bool = False                     # run as tile multiply-accumulates (codegen/tensor_cores.py)
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A simple deterministic heuristic, driven by what the renderer declares (`max_upcast`, `has_local`, ...)."""
 from __future__ import annotations
-from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.codegen import symbolic as sym, tensor_cores
 from tinygrad_core.codegen.lower import KernelOpts, Lowerer
 from tinygrad_core.helpers import NOOPT, prod
 from tinygrad_core.ops import Ops, UOp
@@ -28,6 +28,8 @@ def choose_opts(ast: UOp, renderer) -> KernelOpts:
     if NOOPT or not shape or has_symbolic_sizes(value):
         return KernelOpts(local_size=min(renderer.default_local_size, sym.max_value(prod(shape)) or 1)
                           if renderer.has_local else 1)
+    if renderer.tensor_cores and tensor_cores.match(ast, renderer) is not None:
+        return KernelOpts(tensor_core=True)
     reduces = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
     if reduces and renderer.simd_width:
         return _simd_reduce_opts(value, renderer)

@@ -78,3 +78,22 @@ def test_through_kernels(dut, inputs, fn, reference):
         # a long float32 sum may round differently in any order: tolerance grows with the reduced count
         count = max(1, int(np.prod([x.size for x in inputs[:1]])) // max(1, expected.size))
         assert_close(out[0], expected, "result", rtol=1e-5 * max(1.0, np.sqrt(count)), atol=1e-5 * np.sqrt(count))
+
+
+@pytest.mark.parametrize("layout", ["a@b", "a.T@b", "a@b.T"])
+def test_matmul_on_tensor_cores(dut, layout):
+    """Each declared tensor core runs a matmul of its input type: whole tiles, each operand read by rows or by
+    columns (a transposed operand is stored transposed and viewed back)."""
+    if not getattr(dut.renderer, "tensor_cores", ()):
+        pytest.skip(f"{dut.name} declares no tensor cores")
+    for tc in dut.renderer.tensor_cores:
+        (tm, tn, tk), dt = tc.dims, tc.dtype_in
+        a_np, b_np = floats(2 * tm, 3 * tk), floats(3 * tk, 2 * tn)
+        a = dut.tensor(a_np.T.copy(), dtype=dt).T if layout == "a.T@b" else dut.tensor(a_np, dtype=dt)
+        b = dut.tensor(b_np.T.copy(), dtype=dt).T if layout == "a@b.T" else dut.tensor(b_np, dtype=dt)
+        out = a @ b
+        assert dut.kernel(out.schedule()[-1].ast).opts.tensor_core, f"{layout} in {dt.name} didn't use the tensor core"
+        values = dut.realize_or_compile(out)
+        if values is not None:
+            exact = a.float().numpy().astype(np.float64) @ b.float().numpy()
+            assert_close(values[0].astype(np.float32), exact, f"{layout} in {dt.name}", rtol=2e-2, atol=5e-2)

@@ -4,7 +4,7 @@ This is where codegen, renderer, compiler and program meet; DEBUG output about k
 from __future__ import annotations
 import functools
 import time
-from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.codegen import symbolic as sym, tensor_cores
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import linearize
 from tinygrad_core.codegen.lower import lower_kernel
@@ -19,6 +19,15 @@ from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 capturing: list | None = None
 
 
+def linear_program(ast: UOp, renderer, opts) -> tuple[list[UOp], tuple, tuple]:
+    """Kernel AST -> (the linear program a renderer receives, global size, local size)."""
+    if opts.tensor_core:
+        return tensor_cores.program(ast, tensor_cores.match(ast, renderer), renderer)
+    kernel = lower_kernel(ast, renderer, opts)
+    uops = linearize(decompose(kernel.sink, renderer), lambda u: decompose(u, renderer))
+    return uops, kernel.global_size, kernel.local_size
+
+
 class CompiledRunner:
     """A kernel ready to launch on one device: its linear program, source, binary and launch geometry."""
 
@@ -27,9 +36,7 @@ class CompiledRunner:
         renderer = compiled.renderer
         self.device, self.ast = device, ast
         self.opts = opts if opts is not None else choose_opts(ast, renderer)
-        kernel = lower_kernel(ast, renderer, self.opts)
-        self.uops = linearize(decompose(kernel.sink, renderer), lambda u: decompose(u, renderer))
-        self.global_size, self.local_size = kernel.global_size, kernel.local_size
+        self.uops, self.global_size, self.local_size = linear_program(ast, renderer, self.opts)
         self.name = kernel_name(ast, self.opts)
         self.vars = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
         self.flops, self.mem_estimate = count_work(self.uops, self.global_size, self.local_size), _bytes_moved(ast)
@@ -131,6 +138,8 @@ def count_work(uops: list[UOp], global_size, local_size) -> int:
             trips.pop()
         elif u.op in GroupOp.ALU and dtypes.is_float(u.dtype):   # index arithmetic isn't the kernel's work
             flops += trips[-1] * (2 if u.op is Ops.MULACC else 1)
+        elif u.op is Ops.WMMA:                                    # once per warp, not per thread
+            flops += trips[-1] // prod(local_size) * 2 * prod(u.arg[0].dims)
     return flops
 
 

@@ -73,8 +73,8 @@ def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
     """The kernel compiled with the opts that ran fastest here (timed once, then remembered on disk)."""
     path = cache_dir() / "opts" / kernel_key(ast, device)
     if (entry := _read_cache_entry(path)) is not None:
-        upcast, local_size, unroll = json.loads(entry)
-        return CompiledRunner(device, ast, KernelOpts(tuple(map(tuple, upcast)), local_size, unroll))
+        upcast, local_size, unroll, tensor_core = json.loads(entry)
+        return CompiledRunner(device, ast, KernelOpts(tuple(map(tuple, upcast)), local_size, unroll, tensor_core))
     renderer, bufs = Device[device].renderer, scratch_buffers(ast, device)
     timed: list[tuple[float, CompiledRunner]] = []
     for opts in candidates(ast, renderer):
@@ -86,5 +86,6 @@ def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
         if DEBUG >= 2:
             print(f"  search {runner.name}: {opts} {seconds * 1e6:9.1f} us")
     seconds, best = min(timed, key=lambda t: t[0])
-    _write_cache_entry(path, json.dumps([best.opts.upcast, best.opts.local_size, best.opts.unroll]).encode())
+    opts = best.opts
+    _write_cache_entry(path, json.dumps([opts.upcast, opts.local_size, opts.unroll, opts.tensor_core]).encode())
     return best

@@ -4,8 +4,18 @@ A renderer is mostly a declaration of what its hardware has (capability fields) 
 `code_for_op` are rewritten by the core (codegen/decompose.py); dtypes missing from `supported_dtypes` are refused
 before any kernel is built."""
 from __future__ import annotations
+from dataclasses import dataclass
 from tinygrad_core.dtype import ALL, DType
 from tinygrad_core.ops import Ops, UOp
+
+
+@dataclass(frozen=True)
+class TensorCore:
+    """A matrix unit: one warp computes acc[M, N] += A[M, K] @ B[K, N] for tiles of dims = (M, N, K)."""
+    dims: tuple[int, int, int]
+    dtype_in: DType
+    dtype_acc: DType
+    threads: int = 32          # the threads of one warp, which issue each tile op together
 
 
 class Renderer:
@@ -22,6 +32,7 @@ class Renderer:
     max_unroll: int = 1                # how far reduce loops may be unrolled
     default_local_size: int = 1        # threads per group (has_local renderers)
     simd_width: int = 0                # bytes per SIMD register (CPUs): tile reduces by memory strides, see opts.py
+    tensor_cores: tuple[TensorCore, ...] = ()   # matmul-shaped kernels become WMMA ops (codegen/tensor_cores.py)
 
     def render(self, name: str, uops: list[UOp]) -> str:
         raise NotImplementedError

@@ -272,10 +272,10 @@ class CStyleRenderer(Renderer):
         self._constants: dict[str, int] = {}       # literal text -> value, for int_division's constant divisors
         self._helpers_used: set[str] = set()
         names: dict[UOp, str] = {}
-        counts: dict[str, int] = {}
+        self._counts = counts = {}        # prefix -> the last number used in a declared name
         body: list[str] = []
         depth = 1
-        written = {u.src[0] for u in uops if u.op is Ops.STORE}
+        written = {u.src[0] for u in uops if u.op in (Ops.STORE, Ops.WMMA_STORE)}
 
         def declare(prefix: str, dtype: DType, expression: str) -> str:
             counts[prefix] = counts.get(prefix, -1) + 1
@@ -324,6 +324,8 @@ class CStyleRenderer(Renderer):
                 names[u] = declare("cast", dtype, self.render_cast(src[0], u.src[0].dtype, dtype))
             elif op is Ops.BITCAST:
                 names[u] = declare("cast", dtype, self.render_bitcast(src[0], u.src[0].dtype, dtype))
+            elif op in (Ops.WMMA_ACC, Ops.WMMA, Ops.WMMA_STORE):
+                names[u] = self.render_wmma(u, src, lambda line, d=depth: body.append("  " * d + line))
             elif op in self.code_for_op:
                 expression = self.code_for_op[op](self, dtype, *src)
                 if dtype in self.float_computed:
@@ -346,6 +348,10 @@ class CStyleRenderer(Renderer):
         lines = self.kernel_preamble(uops) + [helpers[h] for h in self.helper_order if h in helpers]
         lines.append(f"{self.kernel_prefix.format(local_size=local_size)} {name}({', '.join(args)}) {{")
         return "\n".join(lines + body + ["}"]) + "\n"
+
+    def render_wmma(self, u: UOp, src: list[str], emit) -> str | None:
+        """Tensor-core ops (only for renderers that declare tensor_cores): emit lines, return the value's name."""
+        raise NotImplementedError(f"{type(self).__name__} declares no tensor cores, so it can't render {u.op}")
 
     def zero(self, dtype: DType) -> str:
         return self.render_const(0, dtype if dtype not in self.float_computed else dtypes.float32)

@@ -124,6 +124,24 @@ def test_half_and_bfloat16_spellings(renderer):
     assert "unsigned short* data0" in bf16_src and "tg_float_to_bfloat16" in bf16_src
 
 
+@pytest.mark.parametrize("arch, tiled", [("sm_75", {dtypes.half}), ("sm_80", {dtypes.half, dtypes.bfloat16}),
+                                         ("sm_90", {dtypes.half, dtypes.bfloat16})])
+def test_tensor_core_matmuls_compile_for_each_architecture(arch, tiled):
+    """half (sm_70+; sm_75 here, nvcc 13 dropped Volta) and bfloat16 (sm_80+) matmuls of whole tiles become wmma
+    calls, with A or B transposed too."""
+    renderer, compiler = CUDARenderer(arch), CUDACompiler(arch)
+    asts, rng = {}, np.random.default_rng(1)
+    for dtype in (dtypes.half, dtypes.bfloat16):
+        a, b = (Tensor(rng.normal(size=s).astype(np.float32), device="PYTHON", dtype=dtype)
+                for s in ((32, 48), (48, 64)))
+        for name, out in (("a@b", a @ b), ("a.T@b", a.T.contiguous().T @ b), ("a@b.T", a @ b.T.contiguous().T),
+                          ("widened to float", a.float() @ b.float())):
+            asts[f"{arch} {dtype.name} {name}"] = _schedule([out])[-1].ast
+    sources = compile_all(renderer, compiler, asts)
+    for label, src in zip(asts, sources):
+        assert ("mma_sync" in src) == any(dt.name in label for dt in tiled), label
+
+
 def test_nvcc_failure_is_a_compile_error_with_log_and_source(compiler):
     src = 'extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }'
     with pytest.raises(CompileError) as info:

@@ -19,8 +19,15 @@ class PythonRenderer(Renderer):
 
     def render(self, name, uops) -> str:
         position = {u: i for i, u in enumerate(uops)}
-        rows = [[u.op.name, u.dtype.name, [position[s] for s in u.src], u.arg] for u in uops]
+        rows = [[u.op.name, u.dtype.name, [position[s] for s in u.src], self.arg(u)] for u in uops]
         return json.dumps({"name": name, "uops": rows})
+
+    @staticmethod
+    def arg(u):
+        if u.op in (Ops.WMMA_ACC, Ops.WMMA, Ops.WMMA_STORE):     # a TensorCore: its tile dims and input type
+            tc, *rest = u.arg
+            return [list(tc.dims), tc.dtype_in.name, *rest]
+        return u.arg
 
 
 class PythonCompiler(Compiler):
@@ -111,6 +118,18 @@ class PythonProgram(Program):
                 values[pc] = bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
             elif op is Ops.CAST:
                 values[pc] = cast_array(args[0], dtype)
+            elif op is Ops.WMMA_ACC:                    # a tile per warp; here a "thread" is a whole warp
+                (tm, tn, _), _ = arg
+                values[pc] = np.zeros((threads, tm, tn), dtype=_host(dtype))
+            elif op is Ops.WMMA:
+                ((tm, tn, tk), dtype_in, a_ld, a_rows, b_ld, b_rows), acc = arg, args[0]
+                a = self.tile(args[1], args[2], tm, tk, a_ld, a_rows, BY_NAME[dtype_in]).astype(acc.dtype)
+                b = self.tile(args[3], args[4], tk, tn, b_ld, b_rows, BY_NAME[dtype_in]).astype(acc.dtype)
+                values[src[0]] = values[pc] = acc + a @ b
+            elif op is Ops.WMMA_STORE:
+                ((tm, tn, _), _, ld), (buf, idx, acc) = arg, args
+                index = np.asarray(idx).reshape(-1, 1, 1) + np.arange(tm).reshape(1, -1, 1) * ld + np.arange(tn)
+                self.store(dtype, buf, index, cast_array(acc, uops[src[0]][1]))
             else:
                 out = exec_alu(op, dtype, *args)
                 values[pc] = cast_array(out, dtype) if dtype == dtypes.bfloat16 else out
@@ -123,6 +142,14 @@ class PythonProgram(Program):
         else:
             out = buf[idx]
         return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out.astype(dtype.np, copy=False)
+
+    @staticmethod
+    def tile(buf, idx, rows, cols, ld, row_major, dtype):
+        """Each thread's rows x cols tile starting at idx: element (i, j) at idx + i*ld + j (row-major)."""
+        i, j = np.arange(rows).reshape(1, -1, 1), np.arange(cols).reshape(1, 1, -1)
+        index = np.asarray(idx).reshape(-1, 1, 1) + (i * ld + j if row_major else i + j * ld)
+        out = buf[index]
+        return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out.astype(np.float32)
 
     @staticmethod
     def store(dtype, buf, idx, value, valid=None):
