@@ -22,12 +22,17 @@ class OpenCLRenderer(CStyleRenderer):
     storage_type_names = {dtypes.bool: "uchar"}
     literal_suffix = {dtypes.uint32: "u", dtypes.int64: "L", dtypes.uint64: "UL"}
     has_local = True
+    # neighbouring loads and stores become vloadN/vstoreN (they need only the element's alignment) when the device
+    # wants explicit vectors: see OpenCLDevice
+    vector_load = "vload{n}(0, {buffer}+{index})"
+    vector_store = "vstore{n}({value}, 0, {buffer}+{index})"
     default_local_size = 64
     max_upcast = 16                   # a 4 x 4 register tile of outputs per thread (matmul: ~30x fewer loads)
 
     def __init__(self, has_fp16: bool = True, has_fp64: bool = True, max_work_group_size: int = 256,
-                 max_work_item_sizes: tuple[int, ...] = (256, 256, 256)):
+                 max_work_item_sizes: tuple[int, ...] = (256, 256, 256), vector_loads: bool = True):
         self.has_fp16, self.has_fp64 = has_fp16, has_fp64
+        self.supports_float4 = vector_loads
         # without cl_khr_fp16, half lives in buffers as its 16 bits and is computed on as float, like bfloat16:
         # rounding to half after every op gives exactly what native half arithmetic gives
         self.float_computed = frozenset({dtypes.bfloat16} | (set() if has_fp16 else {dtypes.float16}))

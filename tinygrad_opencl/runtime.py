@@ -14,6 +14,7 @@ from tinygrad_core.helpers import prod
 from tinygrad_opencl.renderer import OpenCLRenderer
 
 DEVICE_ENV = "TINYGRAD_CL_DEVICE"    # the device index plain "CL" opens (default 0)
+VECTORIZE_ENV = "TINYGRAD_CL_VECTORIZE"   # 1: vloadN/vstoreN for neighbouring elements, 0: scalar accesses only
 
 
 class NoDevice(RuntimeError):
@@ -151,9 +152,14 @@ class OpenCLDevice(Compiled):
         self.queue = cl.CommandQueue(self.context, self.cl_device,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
         extensions = self.cl_device.extensions.split()
+        # explicit vectors give a GPU wider memory transactions; a CPU driver (PoCL) vectorises across the work-items
+        # of a group itself, and explicit vectors get in its way (a 512 matmul runs at half the speed with them)
+        is_gpu = bool(self.cl_device.type & cl.device_type.GPU)
+        vector_loads = os.environ.get(VECTORIZE_ENV, "1" if is_gpu else "0") not in ("", "0")
         renderer = OpenCLRenderer(has_fp16="cl_khr_fp16" in extensions, has_fp64="cl_khr_fp64" in extensions,
                                   max_work_group_size=self.cl_device.max_work_group_size,
-                                  max_work_item_sizes=tuple(self.cl_device.max_work_item_sizes))
+                                  max_work_item_sizes=tuple(self.cl_device.max_work_item_sizes),
+                                  vector_loads=vector_loads)
         super().__init__(name, OpenCLAllocator(self), renderer, OpenCLCompiler(self.context, self.cl_device),
                          functools.partial(OpenCLProgram, self))
         self.name = name

@@ -5,6 +5,7 @@ once, naming every value, and spells each op as the C expression that computes e
 from __future__ import annotations
 import math
 from collections.abc import Callable
+from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.dtype import DType, dtypes, UNSIGNED
 from tinygrad_core.ops import Ops, UOp
 from tinygrad_core.renderer import Renderer, program_signature
@@ -43,6 +44,49 @@ BASE_CODE_FOR_OP: dict[Ops, Callable] = {
 }
 
 
+def neighbour_groups(uops: list[UOp], widths: tuple[int, ...]) -> dict[UOp, tuple[UOp, ...]]:
+    """LOADs (and STOREs) that one vector access can replace: each member -> its group, in lane order.
+
+    A group reads (writes) elements base, base+1, ..., base+n-1 of one buffer, in one loop, under one gate, where base
+    is a multiple of n whatever the thread and loop indices are (so the access is n-element aligned); no other access
+    to that buffer lies between the group's first and last member, so moving them all to one place changes nothing.
+    A load group's lane 0 comes first in the program: its index is then computed before the vector load."""
+    position = {u: i for i, u in enumerate(uops)}
+    scope: list[int] = []
+    candidates: dict[tuple, dict[int, UOp]] = {}
+    for u in uops:
+        if u.op is Ops.RANGE:
+            scope.append(position[u])
+        elif u.op is Ops.ENDRANGE:
+            scope.pop()
+        elif u.op in (Ops.LOAD, Ops.STORE):
+            terms, constant = sym.linear(u.src[1])
+            gate = u.src[2 if u.op is Ops.LOAD else 3] if len(u.src) == (3 if u.op is Ops.LOAD else 4) else None
+            dtype = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
+            key = (u.op, u.src[0], gate, dtype, tuple(scope), frozenset(terms.items()))
+            candidates.setdefault(key, {})[constant] = u
+    accesses: dict[UOp, list[int]] = {}       # buffer -> positions of every load and store of it
+    for u in uops:
+        if u.op in (Ops.LOAD, Ops.STORE):
+            accesses.setdefault(u.src[0], []).append(position[u])
+    groups: dict[UOp, tuple[UOp, ...]] = {}
+    for (op, buffer, _, _, _, terms), by_offset in candidates.items():
+        for width in widths:
+            if any(coefficient % width for _, coefficient in terms):
+                continue
+            for start in sorted(by_offset):
+                lanes = tuple(by_offset.get(start + k) for k in range(width))
+                if start % width or None in lanes or any(lane in groups for lane in lanes):
+                    continue
+                first, last = min(position[v] for v in lanes), max(position[v] for v in lanes)
+                if op is Ops.LOAD and position[lanes[0]] != first:
+                    continue
+                if sum(first <= p <= last for p in accesses[buffer]) != width:
+                    continue
+                groups.update((lane, lanes) for lane in lanes)
+    return groups
+
+
 class CStyleRenderer(Renderer):
     has_local = True
     code_for_op = BASE_CODE_FOR_OP
@@ -58,6 +102,12 @@ class CStyleRenderer(Renderer):
     type_names: dict[DType, str] = {}
     storage_type_names: dict[DType, str] = {}   # a buffer's element type where it differs from type_names
     literal_suffix: dict[DType, str] = {}
+    # with supports_float4: n neighbouring elements loaded or stored at once ({type} is the vector type, e.g. float4)
+    vector_widths: tuple[int, ...] = (4, 2)
+    vector_load = ""                  # from {buffer} + {index}, of {n} elements
+    vector_store = ""                 # {value} to {buffer} + {index}
+    vector_value = "({type})({values})"
+    vector_lane = "{}.s{}"
     infinity, nan = "INFINITY", "NAN"
     half_literal = "((half){})"       # a float literal made a half
     # types that live in buffers as 16-bit patterns but are computed on as float, rounded after every op
@@ -276,6 +326,10 @@ class CStyleRenderer(Renderer):
         body: list[str] = []
         depth = 1
         written = {u.src[0] for u in uops if u.op in (Ops.STORE, Ops.WMMA_STORE)}
+        vectors = {u: group for u, group in neighbour_groups(uops, self.vector_widths).items()
+                   if self.has_vectors_of(group[0].dtype if u.op is Ops.LOAD else u.src[2].dtype)}
+        vector_names: dict[tuple[UOp, ...], str] = {}
+        stores_waiting: dict[tuple[UOp, ...], int] = {}
 
         def declare(prefix: str, dtype: DType, expression: str) -> str:
             counts[prefix] = counts.get(prefix, -1) + 1
@@ -310,6 +364,26 @@ class CStyleRenderer(Renderer):
             elif op is Ops.ASSIGN:
                 body.append("  " * depth + f"{src[0]} = {src[1]};")
                 names[u] = src[0]
+            elif op is Ops.LOAD and u in vectors:
+                group = vectors[u]
+                if group not in vector_names:       # lane 0, the first of the group in the program
+                    vector_type = f"{self.type_name(dtype)}{len(group)}"
+                    read = self.vector_load.format(n=len(group), buffer=src[0], index=src[1])
+                    if len(src) == 3:
+                        read = f"({src[2]}?{read}:({vector_type})({self.zero(dtype)}))"
+                    counts["vec"] = counts.get("vec", -1) + 1
+                    vector_names[group] = f"vec{counts['vec']}"
+                    body.append("  " * depth + f"{vector_type} {vector_names[group]} = {read};")
+                names[u] = self.vector_lane.format(vector_names[group], group.index(u))
+            elif op is Ops.STORE and u in vectors:
+                group = vectors[u]
+                stores_waiting[group] = stores_waiting.get(group, 0) + 1
+                if stores_waiting[group] == len(group):    # the last of the group: every lane's value exists now
+                    vector_type = f"{self.type_name(u.src[2].dtype)}{len(group)}"
+                    value = self.vector_value.format(type=vector_type, values=", ".join(names[s.src[2]] for s in group))
+                    store = self.vector_store.format(n=len(group), value=value, buffer=src[0],
+                                                     index=names[group[0].src[1]]) + ";"
+                    body.append("  " * depth + (store if len(src) == 3 else f"if ({src[3]}) {store}"))
             elif op is Ops.LOAD:
                 read = f"{src[0]}[{src[1]}]"
                 if dtype in self.float_computed:
@@ -352,6 +426,10 @@ class CStyleRenderer(Renderer):
     def render_wmma(self, u: UOp, src: list[str], emit) -> str | None:
         """Tensor-core ops (only for renderers that declare tensor_cores): emit lines, return the value's name."""
         raise NotImplementedError(f"{type(self).__name__} declares no tensor cores, so it can't render {u.op}")
+
+    def has_vectors_of(self, dtype: DType) -> bool:
+        # a bool or a type computed as float lives in buffers as another type: its vectors would need conversions
+        return self.supports_float4 and dtype != dtypes.bool and dtype not in self.float_computed
 
     def zero(self, dtype: DType) -> str:
         return self.render_const(0, dtype if dtype not in self.float_computed else dtypes.float32)
