@@ -16,6 +16,10 @@ from tinygrad_cuda.renderer import CUDARenderer
 cuda = None       # pycuda.driver, once a device with a GPU is opened
 
 DEVICE_ENV = "TINYGRAD_CUDA_DEVICE"     # the GPU index plain "CUDA" opens (default 0)
+# copies of at least STAGING_MIN bytes go through a page-locked host buffer (DMA straight from it, no driver-side
+# bounce through pageable memory), in pieces of at most STAGING_CHUNK bytes so the buffer stays small
+STAGING_MIN = 1 << 20
+STAGING_CHUNK = 16 << 20
 
 
 class DeviceSlice:
@@ -32,6 +36,7 @@ class CUDAAllocator(LRUAllocator):
     def __init__(self, device: CUDADevice):
         super().__init__()
         self.dev = device
+        self.staging = None       # the page-locked host buffer, made on the first large copy
 
     def _alloc(self, size: int, options):
         self.dev.require_gpu(f"allocate {size} bytes")
@@ -49,12 +54,31 @@ class CUDAAllocator(LRUAllocator):
     def _copyin(self, dest, src: memoryview):
         self.dev.require_gpu("copy to the GPU")
         self.dev.make_current()
-        cuda.memcpy_htod(int(dest), src)
+        if len(src) < STAGING_MIN:
+            cuda.memcpy_htod(int(dest), src)
+            return
+        host = np.frombuffer(src, dtype=np.uint8)
+        for start, pinned in self._pieces(len(host)):
+            pinned[:] = host[start:start + len(pinned)]
+            cuda.memcpy_htod(int(dest) + start, pinned)
 
     def _copyout(self, dest: memoryview, src):
         self.dev.make_current()
         self.dev.synchronize()
-        cuda.memcpy_dtoh(dest, int(src))
+        if len(dest) < STAGING_MIN:
+            cuda.memcpy_dtoh(dest, int(src))
+            return
+        host = np.frombuffer(dest, dtype=np.uint8)
+        for start, pinned in self._pieces(len(host)):
+            cuda.memcpy_dtoh(pinned, int(src) + start)
+            host[start:start + len(pinned)] = pinned
+
+    def _pieces(self, size: int):
+        """(offset, page-locked view of that piece's length) for each piece of a copy of size bytes."""
+        if self.staging is None:
+            self.staging = cuda.pagelocked_empty(STAGING_CHUNK, dtype=np.uint8)
+        for start in range(0, size, STAGING_CHUNK):
+            yield start, self.staging[:min(STAGING_CHUNK, size - start)]
 
     def offset(self, opaque, size: int, offset: int):
         return DeviceSlice(opaque.base if isinstance(opaque, DeviceSlice) else opaque, int(opaque) + offset)

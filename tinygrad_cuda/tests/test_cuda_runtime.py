@@ -65,3 +65,45 @@ def test_tensor_programs_match_numpy():
         on = {dev: (Tensor(a, device=dev).cast(dtype) * 3 + Tensor(a, device=dev).cast(dtype)).numpy()
               for dev in ("CUDA", "PYTHON")}
         np.testing.assert_array_equal(on["CUDA"], on["PYTHON"])
+
+
+def test_large_copies_go_through_page_locked_pieces(monkeypatch):
+    """The staging logic against a stand-in driver (device memory is a numpy array): big copies are cut into
+    STAGING_CHUNK pieces through one page-locked buffer, small ones go straight; both arrive intact."""
+    from tinygrad_cuda import runtime
+    device_memory = np.zeros(3 * runtime.STAGING_CHUNK, dtype=np.uint8)
+    calls = []
+
+    class Driver:
+        @staticmethod
+        def pagelocked_empty(size, dtype):
+            calls.append(("pinned", size))
+            return np.empty(size, dtype)
+
+        @staticmethod
+        def memcpy_htod(address, host):
+            host = np.frombuffer(host, np.uint8)
+            calls.append(("htod", len(host)))
+            device_memory[address:address + len(host)] = host
+
+        @staticmethod
+        def memcpy_dtoh(host, address):
+            host = np.frombuffer(host, np.uint8)
+            calls.append(("dtoh", len(host)))
+            host[:] = device_memory[address:address + len(host)]
+
+    monkeypatch.setattr(runtime, "cuda", Driver)
+    device = type("FakeDevice", (), {"require_gpu": lambda *a: None, "make_current": lambda *a: None,
+                                     "synchronize": lambda *a: None})()
+    allocator = runtime.CUDAAllocator(device)
+    size = 2 * runtime.STAGING_CHUNK + 12345
+    data = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
+    allocator._copyin(7, memoryview(data))
+    back = np.empty(size, np.uint8)
+    allocator._copyout(memoryview(back), 7)
+    np.testing.assert_array_equal(back, data)
+    assert calls.count(("pinned", runtime.STAGING_CHUNK)) == 1 and calls.count(("htod", 12345)) == 1
+    assert sum(1 for kind, _ in calls if kind == "htod") == 3
+    small = np.arange(100, dtype=np.uint8)
+    allocator._copyin(0, memoryview(small))
+    assert calls[-1] == ("htod", 100)
