@@ -127,3 +127,16 @@ def test_one_kernel_cant_use_two_values_of_a_variable():
     a, b = Tensor.ones(2, 3).reshape(2, i.bind(3)), Tensor.ones(2, 2).reshape(2, i.bind(2))
     with pytest.raises(ValueError, match="Variable i is bound to both 3 and 2"):
         (a.sum(1) + b.sum(1)).numpy()
+
+
+def test_indexing_with_a_symbolic_position():
+    cache = np.arange(40, dtype=np.float32).reshape(10, 4)
+    t = Tensor(cache).realize()
+    pos = Variable("pos", 1, 9)
+    for n in (2, 7):
+        p = pos.bind(n)
+        assert_close(t[:p].numpy(), cache[:n])
+        assert_close(t[p - 1].numpy(), cache[n - 1])
+        assert_close(t[1:p + 1, 2:].numpy(), cache[1:n + 1, 2:])
+    with pytest.raises(IndexError, match="step 1"):
+        t[:pos.bind(3):2]

@@ -5,6 +5,7 @@ a sum, which is a reduce the scheduler fuses like any other."""
 from __future__ import annotations
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import prod
+from tinygrad_core.ops import is_symbolic
 
 
 def _normalize(t, indices) -> list:
@@ -12,7 +13,8 @@ def _normalize(t, indices) -> list:
     from tinygrad_core.tensor import Tensor
     indices = [Tensor(i, device=t.device) if isinstance(i, list) else i for i in indices]
     for i in indices:
-        if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor))) or isinstance(i, bool):
+        if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor)) or is_symbolic(i)) or \
+                isinstance(i, bool):
             raise TypeError(f"can't index with {type(i).__name__}: use ints, slices, None, ... or integer tensors")
     consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
     if consumed > t.ndim:
@@ -36,7 +38,17 @@ def getitem(t, indices):
         if i is None:
             continue
         size = t.shape[dim]
-        if isinstance(i, int):
+        if is_symbolic(i) or (isinstance(i, slice) and (is_symbolic(i.start) or is_symbolic(i.stop))):
+            # a position made of Variables (a KV cache's current length): counted from the start, step 1
+            if isinstance(i, slice) and i.step not in (None, 1):
+                raise IndexError(f"a slice with a symbolic bound takes step 1, not {i.step}")
+            bounds.append((i, i + 1) if not isinstance(i, slice) else
+                          (0 if i.start is None else i.start, size if i.stop is None else i.stop))
+            steps.append(1)
+            flips.append(False)
+            if not isinstance(i, slice):
+                squeeze.append(dim)
+        elif isinstance(i, int):
             if not -size <= i < size:
                 raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
             i %= size

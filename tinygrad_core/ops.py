@@ -253,12 +253,12 @@ class UOp(metaclass=UOpMeta):
         return x if isinstance(x, UOp) else self.const_like(x)
 
     # on symbolic ints (Variables and sizes made of them) the same operators build simplified index expressions
-    def __add__(self, x): return _sym().add(self, x) if is_symbolic(self) else self.alu(Ops.ADD, self._operand(x))  # noqa
-    def __radd__(self, x): return _sym().add(self, x) if is_symbolic(self) else self._operand(x).alu(Ops.ADD, self)  # noqa
-    def __sub__(self, x): return _sym().sub(self, x) if is_symbolic(self) else self.alu(Ops.SUB, self._operand(x))  # noqa
-    def __rsub__(self, x): return _sym().sub(x, self) if is_symbolic(self) else self._operand(x).alu(Ops.SUB, self)  # noqa
-    def __mul__(self, x): return _sym().mul(self, x) if is_symbolic(self) else self.alu(Ops.MUL, self._operand(x))  # noqa
-    def __rmul__(self, x): return _sym().mul(self, x) if is_symbolic(self) else self._operand(x).alu(Ops.MUL, self)  # noqa
+    def __add__(self, x): return _sized("add", self, x) if is_symbolic(self) else self.alu(Ops.ADD, self._operand(x))  # noqa
+    def __radd__(self, x): return _sized("add", self, x) if is_symbolic(self) else self._operand(x).alu(Ops.ADD, self)  # noqa
+    def __sub__(self, x): return _sized("sub", self, x) if is_symbolic(self) else self.alu(Ops.SUB, self._operand(x))  # noqa
+    def __rsub__(self, x): return _sized("sub", x, self) if is_symbolic(self) else self._operand(x).alu(Ops.SUB, self)  # noqa
+    def __mul__(self, x): return _sized("mul", self, x) if is_symbolic(self) else self.alu(Ops.MUL, self._operand(x))  # noqa
+    def __rmul__(self, x): return _sized("mul", self, x) if is_symbolic(self) else self._operand(x).alu(Ops.MUL, self)  # noqa
     def __neg__(self): return self.alu(Ops.NEG)                               # noqa: E704
     def __truediv__(self, x): return self * self._operand(x).alu(Ops.RECIP)   # noqa: E704
     def lt(self, x): return self.alu(Ops.CMPLT, self._operand(x))             # noqa: E704
@@ -327,6 +327,12 @@ def is_symbolic(u) -> bool:
 
 
 _symbolic: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _sized(name: str, a, b):
+    """Size arithmetic on symbolic ints; a result that no longer depends on a Variable is a plain int."""
+    out = getattr(_sym(), name)(_sym().const(a) if isinstance(a, int) else a, b)
+    return int(out.arg) if out.op is Ops.CONST and not out.src else out
 
 
 def _sym():
