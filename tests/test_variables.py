@@ -140,3 +140,23 @@ def test_indexing_with_a_symbolic_position():
         assert_close(t[1:p + 1, 2:].numpy(), cache[1:n + 1, 2:])
     with pytest.raises(IndexError, match="step 1"):
         t[:pos.bind(3):2]
+
+
+def test_ops_over_symbolic_sizes_and_their_gradients():
+    i = Variable("i", 1, 10)
+    w = Tensor(np.linspace(-1, 1, 20, dtype=np.float32).reshape(2, 10), requires_grad=True)
+    seen = set()
+    for n in (3, 6, 4):
+        x = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)
+        a = Tensor(x).reshape(2, i.bind(n))
+        outs = {"ones": (Tensor.ones(2, i.bind(n)) + a, 1 + x), "cat": (a.cat(Tensor.ones(2, 1), dim=1),
+                np.concatenate([x, np.ones((2, 1), np.float32)], 1)), "var": (a.var(1), x.var(1, ddof=1)),
+                "flip-pad": (a.flip(1).pad(((0, 0), (1, 2))), np.pad(x[:, ::-1], ((0, 0), (1, 2)))),
+                "layernorm": (a.layernorm(), (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5))}
+        for name, (out, expected) in outs.items():
+            assert_close(out.numpy(), expected, what=name)
+        w.grad = None
+        (w[:, :i.bind(n)] * a).sum().backward()      # the gradient reaches the first n columns only
+        assert_close(w.grad.numpy(), np.pad(x, ((0, 0), (0, 10 - n))))
+        seen.add(kernels_compiled())
+    assert len(seen) == 1, "kernels were compiled again for new values"

@@ -9,7 +9,8 @@ import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes, to_dtype
 from tinygrad_core.helpers import argfix, prod
-from tinygrad_core.ops import UOp
+from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.ops import UOp, is_symbolic
 from tinygrad_core.schedule import buffer_uop, buffer_of
 if TYPE_CHECKING:
     from tinygrad_core.tensor import Tensor
@@ -28,13 +29,13 @@ class CreationOps:
         shape = argfix(*shape)
         dtype = to_dtype(dtype or dtypes.default_float)
         device = Device.canonicalize(device)
-        return cls(buffer_uop(Buffer(device, prod(shape), dtype)).reshape(shape), **kwargs)
+        return cls(buffer_uop(Buffer(device, sym.max_value(prod(shape)), dtype)).reshape(shape), **kwargs)
 
     @classmethod
     def full(cls, shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
         shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        if any(not isinstance(s, int) or s < 0 for s in shape):
-            raise ValueError(f"shape must be non-negative ints, got {shape}")
+        if any(not (isinstance(s, int) and s >= 0 or is_symbolic(s)) for s in shape):
+            raise ValueError(f"shape must be non-negative ints (or symbolic sizes), got {shape}")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
         const = UOp.const(dtype, fill_value, Device.canonicalize(device))
         return cls(const.broadcast_to(shape), **kwargs)

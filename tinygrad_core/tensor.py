@@ -625,7 +625,7 @@ class Tensor(CreationOps, NNOps):
         x = self._float()
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         n = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
-        return squares / max(0, n - correction)
+        return squares / (n - correction if is_symbolic(n) else max(0, n - correction))
 
     def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()
@@ -741,7 +741,7 @@ class Tensor(CreationOps, NNOps):
         padding = tuple((0, 0) if p is None else tuple(p) for p in padding)
         if len(padding) != self.ndim:
             raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape}, got {padding}")
-        if any(b < 0 or a < 0 for b, a in padding):   # negative padding crops
+        if any(sym.evaluate(b) < 0 or sym.evaluate(a) < 0 for b, a in padding):   # negative padding crops
             x = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape)))
             return x.pad(tuple((max(0, b), max(0, a)) for b, a in padding), value)
         out = Tensor(self.uop.pad(padding))
