@@ -34,7 +34,8 @@ class Ops(Enum):
     SINK = auto()          # the root of a kernel graph
     DEFINE_GLOBAL = auto() # a kernel argument buffer; arg = its position
     DEFINE_VAR = auto()    # an int kernel argument (a symbolic size, a Variable); arg = (name, min, max)
-    SPECIAL = auto()       # a parallel index; arg = (name, size): "gidx0" = group id, "lidx0" = id in the group;
+    SPECIAL = auto()       # a parallel index; arg = (name, size): "gidxN" = group id, "lidxN" = id in the group,
+                           # along launch dimension N (0, 1, 2: the global_size/local_size tuples' positions);
                            # with symbolic sizes, size is the largest the launch can be (the launch gives the count)
     RANGE = auto()         # a serial loop counter; src = (end,); arg = loop id
     ENDRANGE = auto()      # closes the loop of src[0]
@@ -42,6 +43,11 @@ class Ops(Enum):
     LOAD = auto()          # src = (buffer, index) or (buffer, index, valid): reads 0 where valid is False
     STORE = auto()         # src = (buffer, index, value) or (..., valid): writes only where valid is True
     REDUCE = auto()        # before linearizing: src = (value, *ranges), arg = the combining ALU op
+    # --- local memory (renderers with has_shared): an array each thread group has its own copy of ---
+    DEFINE_LOCAL = auto()  # arg = (name, element count), dtype = element type; src[0] of LOADs and STOREs like a buffer
+    BARRIER = auto()       # every thread of the group waits here until all have arrived; src = what must be done by
+                           # then (the local STOREs about to be read, or the update that read them before they are
+                           # overwritten). LOADs from local memory take the BARRIER they follow as src[2] (no gate)
     # --- tensor cores (renderers that declare them): one warp multiplies 16x16 tiles; arg[0] is the TensorCore ---
     WMMA_ACC = auto()      # the warp's accumulator tile, zeroed
     WMMA = auto()          # src = (acc, a_buf, a_index, b_buf, b_index): acc += A tile @ B tile; arg = (tc, a_ld,

@@ -19,6 +19,7 @@ class CUDARenderer(CStyleRenderer):
     kernel_prefix = 'extern "C" __global__ void __launch_bounds__({local_size})'
     thread_index = {"gidx": "blockIdx.{xyz}", "lidx": "threadIdx.{xyz}"}
     barrier = "__syncthreads();"
+    local_prefix = "__shared__ "
     helper_prefix = "static __device__ __forceinline__"
     type_names = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char",
                   dtypes.int16: "short", dtypes.uint16: "unsigned short", dtypes.int32: "int",
@@ -28,6 +29,8 @@ class CUDARenderer(CStyleRenderer):
     half_literal = "__float2half({})"
     supported_dtypes = frozenset(ALL)
     has_local = True
+    has_shared = True                 # matmul/conv kernels tiled through __shared__ memory (codegen/local_tiles.py)
+    shared_max = 48 * 1024            # what a block may use without opting in to more
     default_local_size = 128
     max_upcast = 16                   # a 4 x 4 register tile of outputs per thread (matmul: ~30x fewer loads)
     local_max = (1024, 1024, 64)

@@ -11,10 +11,11 @@ from tinygrad_core.renderer.cstyle import CStyleRenderer
 class OpenCLRenderer(CStyleRenderer):
     device = "CL"
     # the work-group size is part of the kernel's index math, so it is declared: the driver may specialise on it
-    kernel_prefix = "__kernel __attribute__((reqd_work_group_size({local_size}, 1, 1))) void"
+    kernel_prefix = "__kernel __attribute__((reqd_work_group_size({local_dims}))) void"
     buffer_prefix = "__global "
     thread_index = {"gidx": "get_group_id({})", "lidx": "get_local_id({})"}
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+    local_prefix = "__local "
     type_names = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short",
                   dtypes.uint16: "ushort", dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long",
                   dtypes.uint64: "ulong", dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double"}
@@ -30,8 +31,14 @@ class OpenCLRenderer(CStyleRenderer):
     max_upcast = 16                   # a 4 x 4 register tile of outputs per thread (matmul: ~30x fewer loads)
 
     def __init__(self, has_fp16: bool = True, has_fp64: bool = True, max_work_group_size: int = 256,
-                 max_work_item_sizes: tuple[int, ...] = (256, 256, 256), vector_loads: bool = True):
+                 max_work_item_sizes: tuple[int, ...] = (256, 256, 256), vector_loads: bool = True,
+                 local_mem_size: int = 32768, local_tiles: bool = True):
         self.has_fp16, self.has_fp64 = has_fp16, has_fp64
+        # matmul/conv kernels tiled through __local memory (codegen/local_tiles.py) in groups of 16 x 16 work-items,
+        # or 8 x 8 where a group can't be that large
+        self.shared_tile = 16 if max_work_group_size >= 256 else 8
+        self.has_shared = local_tiles and max_work_group_size >= 64 and local_mem_size > 0
+        self.shared_max = local_mem_size
         self.supports_float4 = vector_loads
         # without cl_khr_fp16, half lives in buffers as its 16 bits and is computed on as float, like bfloat16:
         # rounding to half after every op gives exactly what native half arithmetic gives

@@ -15,6 +15,7 @@ from tinygrad_opencl.renderer import OpenCLRenderer
 
 DEVICE_ENV = "TINYGRAD_CL_DEVICE"    # the device index plain "CL" opens (default 0)
 VECTORIZE_ENV = "TINYGRAD_CL_VECTORIZE"   # 1: vloadN/vstoreN for neighbouring elements, 0: scalar accesses only
+LOCAL_TILES_ENV = "TINYGRAD_CL_LOCAL_TILES"   # 1: matmul/conv kernels tiled through __local memory, 0: never
 
 
 class NoDevice(RuntimeError):
@@ -156,10 +157,14 @@ class OpenCLDevice(Compiled):
         # of a group itself, and explicit vectors get in its way (a 512 matmul runs at half the speed with them)
         is_gpu = bool(self.cl_device.type & cl.device_type.GPU)
         vector_loads = os.environ.get(VECTORIZE_ENV, "1" if is_gpu else "0") not in ("", "0")
+        # local-memory tiles feed a GPU's many threads from on-chip memory; on a CPU driver local memory is ordinary
+        # cache and every barrier spills the work-items' registers (PoCL: a 512 matmul tiled runs ~5-10x slower)
+        local_tiles = os.environ.get(LOCAL_TILES_ENV, "1" if is_gpu else "0") not in ("", "0")
         renderer = OpenCLRenderer(has_fp16="cl_khr_fp16" in extensions, has_fp64="cl_khr_fp64" in extensions,
                                   max_work_group_size=self.cl_device.max_work_group_size,
                                   max_work_item_sizes=tuple(self.cl_device.max_work_item_sizes),
-                                  vector_loads=vector_loads)
+                                  vector_loads=vector_loads, local_mem_size=self.cl_device.local_mem_size,
+                                  local_tiles=local_tiles)
         super().__init__(name, OpenCLAllocator(self), renderer, OpenCLCompiler(self.context, self.cl_device),
                          functools.partial(OpenCLProgram, self))
         self.name = name

@@ -79,27 +79,39 @@ class Linearizer:
             accs.append(self.place(UOp(Ops.DEFINE_ACC, u.dtype, (init,), self.acc_count), outer))
             self.acc_count += 1
         for r in ranges:
-            end = self.emit(r.src[0])
-            loop = _Scope(r.replace(src=(end,)))
-            self.scopes[-1].items.append(loop)
-            self.scopes[-1].open_child = loop
-            self.scopes.append(loop)
-            self.depth_of[loop.head] = len(self.scopes) - 1
-            self.done[r] = loop.head
-        inner = len(self.scopes) - 1
+            self.open_loop(r)
         for u, acc in zip(group, accs):
-            value = self.emit(u.src[0])
-            # the update reads the accumulator, so it (and every op of its decomposition) stays in the innermost loop
-            # whatever its inputs are: for the update, the accumulator counts as living there
-            self.depth_of[acc] = inner
-            update = self.emit(self.rewrite(UOp(u.arg, u.dtype, (acc, value))))
-            self.depth_of[acc] = outer
-            self.place(UOp(Ops.ASSIGN, u.dtype, (acc, update)), inner)
+            self.accumulate(acc, u.arg, self.emit(u.src[0]))
         for _ in ranges:
-            self.scopes.pop()
-            self.scopes[-1].open_child = None
+            self.close_loop()
         for u, acc in zip(group, accs):
             self.done[u] = acc
+
+    # ---- the steps of a reduce, also used by codegen that writes its loops itself (local_tiles.py) ----
+    def open_loop(self, r: UOp) -> UOp:
+        """Open the loop of RANGE r inside the innermost open loop: ops that depend on r go in it."""
+        end = self.emit(r.src[0])
+        loop = _Scope(r.replace(src=(end,)))
+        self.scopes[-1].items.append(loop)
+        self.scopes[-1].open_child = loop
+        self.scopes.append(loop)
+        self.depth_of[loop.head] = len(self.scopes) - 1
+        self.done[r] = loop.head
+        return loop.head
+
+    def close_loop(self):
+        self.scopes.pop()
+        self.scopes[-1].open_child = None
+
+    def accumulate(self, acc: UOp, op, value: UOp) -> UOp:
+        """acc = op(acc, value) in the innermost open loop; value is an emitted op."""
+        outer, inner = self.depth_of[acc], len(self.scopes) - 1
+        # the update reads the accumulator, so it (and every op of its decomposition) stays in the innermost loop
+        # whatever its inputs are: for the update, the accumulator counts as living there
+        self.depth_of[acc] = inner
+        update = self.emit(self.rewrite(UOp(op, acc.dtype, (acc, value))))
+        self.depth_of[acc] = outer
+        return self.place(UOp(Ops.ASSIGN, acc.dtype, (acc, update)), inner)
 
 
 def linearize(sink: UOp, rewrite=lambda u: u) -> list[UOp]:

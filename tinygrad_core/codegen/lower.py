@@ -22,6 +22,7 @@ class KernelOpts:
     local_size: int = 1                           # threads per group, on renderers with has_local
     unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
     tensor_core: bool = False                     # run as tile multiply-accumulates (codegen/tensor_cores.py)
+    local_tiles: bool = False                     # run as a local-memory tiled product (codegen/local_tiles.py)
 
 
 @dataclass

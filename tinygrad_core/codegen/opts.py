@@ -2,7 +2,7 @@
 
 A simple deterministic heuristic, driven by what the renderer declares (`max_upcast`, `has_local`, ...)."""
 from __future__ import annotations
-from tinygrad_core.codegen import symbolic as sym, tensor_cores
+from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
 from tinygrad_core.codegen.lower import KernelOpts, Lowerer
 from tinygrad_core.helpers import NOOPT, prod
 from tinygrad_core.ops import Ops, UOp
@@ -21,7 +21,8 @@ def has_symbolic_sizes(ast: UOp) -> bool:
     return any(not isinstance(s, int) for u in ast.toposort() for s in u.shape)
 
 
-def choose_opts(ast: UOp, renderer) -> KernelOpts:
+def choose_opts(ast: UOp, renderer, shared: bool = True) -> KernelOpts:
+    """The opts for this kernel on this renderer (shared=False: without local-memory tiles, whatever it declares)."""
     value = ast.src[0].src[1]
     shape = value.shape
     # symbolic sizes get no tiles: nothing is known to divide them
@@ -30,6 +31,8 @@ def choose_opts(ast: UOp, renderer) -> KernelOpts:
                           if renderer.has_local else 1)
     if renderer.tensor_cores and tensor_cores.match(ast, renderer) is not None:
         return KernelOpts(tensor_core=True)
+    if shared and renderer.has_shared and local_tiles.match(ast, renderer) is not None:
+        return KernelOpts(local_tiles=True)
     reduces = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
     if reduces and renderer.simd_width:
         return _simd_reduce_opts(value, renderer)

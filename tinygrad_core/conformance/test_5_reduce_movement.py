@@ -97,3 +97,34 @@ def test_matmul_on_tensor_cores(dut, layout):
         if values is not None:
             exact = a.float().numpy().astype(np.float64) @ b.float().numpy()
             assert_close(values[0].astype(np.float32), exact, f"{layout} in {dt.name}", rtol=2e-2, atol=5e-2)
+
+
+def _conv_reference(x, w, stride, pad):
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, w.shape[2:], axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncyxhw,ochw->noyx", windows, w)
+
+
+LOCAL_TILE_CASES = [
+    ("matmul-whole-tiles", [floats(64, 32), floats(32, 64)], lambda a, b: a @ b, lambda a, b: a @ b),
+    ("matmul-partial-tiles", [floats(40, 33), floats(33, 20)], lambda a, b: a @ b, lambda a, b: a @ b),
+    ("matmul-a-transposed", [floats(33, 40), floats(33, 20)], lambda a, b: a.T @ b, lambda a, b: a.T @ b),
+    ("matmul-batched", [floats(3, 20, 17), floats(3, 17, 24)], lambda a, b: a @ b, lambda a, b: a @ b),
+    ("linear-bias-relu", [floats(24, 37), floats(37, 18), floats(18)], lambda a, b, c: (a @ b + c).relu(),
+     lambda a, b, c: np.maximum(a @ b + c, 0)),
+    ("conv2d-strided-padded", [floats(2, 3, 9, 9), floats(16, 3, 3, 3)],
+     lambda x, w: x.conv2d(w, stride=2, padding=1), lambda x, w: _conv_reference(x, w, 2, 1)),
+]
+
+
+@pytest.mark.parametrize("inputs, fn, reference", [pytest.param(c[1], c[2], c[3], id=c[0]) for c in LOCAL_TILE_CASES])
+def test_products_in_local_memory_tiles(dut, inputs, fn, reference):
+    """On a renderer declaring has_shared, matmul- and conv-shaped kernels are tiled through local memory (with
+    barriers between the tile loads and their use), for whole and partial tiles, and still match numpy."""
+    if not dut.renderer.has_shared:
+        pytest.skip(f"{dut.name} declares has_shared=False")
+    out = fn(*[dut.tensor(x) for x in inputs])
+    assert dut.kernel(out.schedule()[-1].ast).opts.local_tiles, "the product wasn't tiled through local memory"
+    values = dut.realize_or_compile(out)
+    if values is not None:
+        assert_close(values[0], np.asarray(reference(*inputs), np.float32), "result", rtol=1e-4, atol=1e-4)

@@ -4,7 +4,7 @@ This is where codegen, renderer, compiler and program meet; DEBUG output about k
 from __future__ import annotations
 import functools
 import time
-from tinygrad_core.codegen import symbolic as sym, tensor_cores
+from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import linearize
 from tinygrad_core.codegen.lower import lower_kernel
@@ -23,6 +23,8 @@ def linear_program(ast: UOp, renderer, opts) -> tuple[list[UOp], tuple, tuple]:
     """Kernel AST -> (the linear program a renderer receives, global size, local size)."""
     if opts.tensor_core:
         return tensor_cores.program(ast, tensor_cores.match(ast, renderer), renderer)
+    if opts.local_tiles:
+        return local_tiles.program(ast, local_tiles.match(ast, renderer), renderer)
     kernel = lower_kernel(ast, renderer, opts)
     uops = linearize(decompose(kernel.sink, renderer), lambda u: decompose(u, renderer))
     return uops, kernel.global_size, kernel.local_size

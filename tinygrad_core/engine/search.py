@@ -26,6 +26,9 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
     reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
     reduce_size = reduces[0].src[0].shape[reduces[0].arg[1][-1]] if reduces else 1
     out = [base]
+    if base.local_tiles:        # the local-memory tiled kernel against the plain lowering and its variations
+        base = choose_opts(ast, renderer, shared=False)
+        out.append(base)
     tiles = dict(base.upcast)
 
     def tiled(changes: dict) -> None:
@@ -73,8 +76,9 @@ def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
     """The kernel compiled with the opts that ran fastest here (timed once, then remembered on disk)."""
     path = cache_dir() / "opts" / kernel_key(ast, device)
     if (entry := _read_cache_entry(path)) is not None:
-        upcast, local_size, unroll, tensor_core = json.loads(entry)
-        return CompiledRunner(device, ast, KernelOpts(tuple(map(tuple, upcast)), local_size, unroll, tensor_core))
+        upcast, local_size, unroll, tensor_core, *local_tiles = json.loads(entry)     # (older entries lack the last)
+        return CompiledRunner(device, ast, KernelOpts(tuple(map(tuple, upcast)), local_size, unroll, tensor_core,
+                                                      bool(local_tiles and local_tiles[0])))
     renderer, bufs = Device[device].renderer, scratch_buffers(ast, device)
     timed: list[tuple[float, CompiledRunner]] = []
     for opts in candidates(ast, renderer):
@@ -87,5 +91,6 @@ def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
             print(f"  search {runner.name}: {opts} {seconds * 1e6:9.1f} us")
     seconds, best = min(timed, key=lambda t: t[0])
     opts = best.opts
-    _write_cache_entry(path, json.dumps([opts.upcast, opts.local_size, opts.unroll, opts.tensor_core]).encode())
+    _write_cache_entry(path, json.dumps([opts.upcast, opts.local_size, opts.unroll, opts.tensor_core,
+                                         opts.local_tiles]).encode())
     return best

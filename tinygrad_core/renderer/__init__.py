@@ -24,7 +24,8 @@ class Renderer:
     has_shared: bool = False           # group-shared memory exists
     global_max: tuple[int, ...] | None = None
     local_max: tuple[int, ...] | None = None
-    shared_max: int = 0
+    shared_max: int = 0                # bytes of group-shared memory a kernel may use
+    shared_tile: int = 16              # local-memory tiling (codegen/local_tiles.py): work-groups of this squared
     supports_float4: bool = False
     supported_dtypes: frozenset[DType] = frozenset(ALL)
     code_for_op: dict = {}             # op -> how to render it (its keys are what the renderer supports)

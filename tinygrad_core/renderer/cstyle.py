@@ -59,7 +59,7 @@ def neighbour_groups(uops: list[UOp], widths: tuple[int, ...]) -> dict[UOp, tupl
             scope.append(position[u])
         elif u.op is Ops.ENDRANGE:
             scope.pop()
-        elif u.op in (Ops.LOAD, Ops.STORE):
+        elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_GLOBAL:
             terms, constant = sym.linear(u.src[1])
             gate = u.src[2 if u.op is Ops.LOAD else 3] if len(u.src) == (3 if u.op is Ops.LOAD else 4) else None
             dtype = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
@@ -67,7 +67,7 @@ def neighbour_groups(uops: list[UOp], widths: tuple[int, ...]) -> dict[UOp, tupl
             candidates.setdefault(key, {})[constant] = u
     accesses: dict[UOp, list[int]] = {}       # buffer -> positions of every load and store of it
     for u in uops:
-        if u.op in (Ops.LOAD, Ops.STORE):
+        if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_GLOBAL:
             accesses.setdefault(u.src[0], []).append(position[u])
     groups: dict[UOp, tuple[UOp, ...]] = {}
     for (op, buffer, _, _, _, terms), by_offset in candidates.items():
@@ -91,12 +91,14 @@ class CStyleRenderer(Renderer):
     has_local = True
     code_for_op = BASE_CODE_FOR_OP
     # ---- the declarations a dialect fills in ----
-    kernel_prefix = "void"            # may use {local_size}: the threads per group this kernel is written for
+    kernel_prefix = "void"            # may use {local_size}: the threads per group this kernel is written for, and
+                                      # {local_dims}: the group's size along each dimension ("16, 16, 1")
     buffer_prefix = ""                # before a buffer argument's element type
     int_arg_prefix = "const int"      # how a symbolic size (DEFINE_VAR) is passed
     # SPECIAL name prefix ("gidx", "lidx") -> C expression; {} is the dimension (0, 1, 2), {xyz} its letter
     thread_index: dict[str, str] = {}
-    barrier = ""
+    barrier = ""                      # the statement a BARRIER becomes
+    local_prefix = ""                 # before a local-memory array's declaration (DEFINE_LOCAL)
     helper_prefix = "static inline"   # before the small helper functions some kernels need
     helper_order = ("bitcast", "half", "double_to_half", "bfloat16")
     type_names: dict[DType, str] = {}
@@ -359,6 +361,17 @@ class CStyleRenderer(Renderer):
             elif op is Ops.ENDRANGE:
                 depth -= 1
                 body.append("  " * depth + "}")
+            elif op is Ops.DEFINE_LOCAL:
+                names[u] = u.arg[0]
+                body.append("  " * depth + f"{self.local_prefix}{self.type_name(dtype)} {u.arg[0]}[{u.arg[1]}];")
+            elif op is Ops.BARRIER:
+                body.append("  " * depth + self.barrier)
+            elif op is Ops.LOAD and u.src[0].op is Ops.DEFINE_LOCAL:
+                # local arrays hold the computed type (no storage conversion); src[2] is the BARRIER, not a gate
+                names[u] = declare("val", dtype, f"{src[0]}[{src[1]}]")
+            elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_LOCAL:
+                store = f"{src[0]}[{src[1]}] = {src[2]};"
+                body.append("  " * depth + (store if len(src) == 3 else f"if ({src[3]}) {store}"))
             elif op is Ops.DEFINE_ACC:
                 names[u] = declare("acc", dtype, src[0])
             elif op is Ops.ASSIGN:
@@ -411,16 +424,18 @@ class CStyleRenderer(Renderer):
         buffers, variables = program_signature(uops)
         args = [f"{self.buffer_prefix}{'' if b in written else 'const '}{self.storage_type(b.dtype)}* data{b.arg}"
                 for b in buffers] + [f"{self.int_arg_prefix} {v.arg[0]}" for v in variables]
-        local_size = 1
+        local_dims = [1, 1, 1]
         for u in uops:
             if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"):
-                local_size *= u.arg[1]
+                local_dims[int(u.arg[0][-1])] = u.arg[1]
         helpers: dict[str, str] = {}
         while missing := self._helpers_used - helpers.keys():    # a helper may use another helper
             helpers |= {h: self.helper_source(h) for h in missing}
         # written in a fixed order: a later one may call an earlier one
         lines = self.kernel_preamble(uops) + [helpers[h] for h in self.helper_order if h in helpers]
-        lines.append(f"{self.kernel_prefix.format(local_size=local_size)} {name}({', '.join(args)}) {{")
+        prefix = self.kernel_prefix.format(local_size=local_dims[0] * local_dims[1] * local_dims[2],
+                                           local_dims=", ".join(map(str, local_dims)))
+        lines.append(f"{prefix} {name}({', '.join(args)}) {{")
         return "\n".join(lines + body + ["}"]) + "\n"
 
     def render_wmma(self, u: UOp, src: list[str], emit) -> str | None:

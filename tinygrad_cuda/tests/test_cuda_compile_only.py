@@ -142,6 +142,20 @@ def test_tensor_core_matmuls_compile_for_each_architecture(arch, tiled):
         assert ("mma_sync" in src) == any(dt.name in label for dt in tiled), label
 
 
+def test_local_memory_tiled_kernels_compile(renderer, compiler):
+    """Matmul- and conv-shaped kernels that no tensor core takes are tiled through __shared__ memory: 16 x 16 thread
+    blocks, __syncthreads between the tile stores and their use, in each dtype the tiles may hold."""
+    asts, rng = {}, np.random.default_rng(2)
+    for dtype in (dtypes.float32, dtypes.half, dtypes.bfloat16, dtypes.int32, dtypes.float64):
+        a, b = (Tensor(rng.normal(size=s).astype(np.float32), device="PYTHON", dtype=dtype)
+                for s in ((40, 33), (33, 70)))
+        asts[f"{dtype.name} matmul"] = _schedule([a @ b])[-1].ast
+    x, w = Tensor.empty(2, 3, 9, 9, device="PYTHON"), Tensor.empty(16, 3, 3, 3, device="PYTHON")
+    asts["conv2d + relu"] = _schedule([x.conv2d(w, stride=2, padding=1).relu()])[-1].ast
+    for label, src in zip(asts, compile_all(renderer, compiler, asts)):
+        assert "__shared__" in src and "__syncthreads();" in src and "__launch_bounds__(256)" in src, label
+
+
 def test_nvcc_failure_is_a_compile_error_with_log_and_source(compiler):
     src = 'extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }'
     with pytest.raises(CompileError) as info:

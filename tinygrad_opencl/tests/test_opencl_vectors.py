@@ -14,6 +14,7 @@ from tinygrad_core.engine.realize import CompiledRunner
 def vectors_on(monkeypatch):
     compiled = Device["CL"]
     monkeypatch.setattr(compiled.renderer, "supports_float4", True)
+    monkeypatch.setattr(compiled.renderer, "has_shared", False)     # (a GPU would tile the matmuls in local memory)
     monkeypatch.setattr(compiled, "kernel_cache", {})
     yield
 

@@ -1,5 +1,6 @@
 """The reference backend: renderer (linear program -> JSON), compiler (JSON -> bytes), allocator (numpy host
-memory) and program (a numpy interpreter of the linear program, vectorised over the parallel index gidx0).
+memory) and program (a numpy interpreter of the linear program, vectorised over every thread of the launch: all
+threads run each op together, in lockstep, so a BARRIER has nothing left to wait for).
 
 Every op is executed with `tinygrad_core.ops.exec_alu`, the reference semantics, which makes this backend the
 oracle the conformance suite compares other backends against."""
@@ -75,12 +76,28 @@ class PythonProgram(Program):
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
         start = time.perf_counter()
         with np.errstate(all="ignore"):
-            self.run(bufs, vals, global_size[0] * local_size[0])
+            self.run(bufs, vals, tuple(global_size), tuple(local_size))
         return time.perf_counter() - start if wait else None
 
-    def run(self, bufs, vals, threads: int):
+    @staticmethod
+    def thread_indices(global_size, local_size) -> dict[str, np.ndarray]:
+        """Each SPECIAL's value in every thread: thread t is thread t % prod(local_size) of group t // prod(...),
+        and both flat indices unfold with dimension 0 fastest."""
+        group_count, group_threads = int(np.prod(global_size)), int(np.prod(local_size))
+        thread = np.arange(group_count * group_threads, dtype=np.int32)
+        out = {}
+        for prefix, flat, sizes in (("gidx", thread // group_threads, global_size),
+                                    ("lidx", thread % group_threads, local_size)):
+            for dim, size in enumerate(sizes):
+                out[f"{prefix}{dim}"] = (flat // int(np.prod(sizes[:dim], dtype=np.int64)) % size).astype(np.int32)
+        return out
+
+    def run(self, bufs, vals, global_size, local_size):
         uops, values = self.uops, [None] * len(self.uops)
         var_values = iter(vals)
+        specials = self.thread_indices(global_size, local_size)
+        threads = specials["gidx0"].size
+        group = np.arange(threads) // int(np.prod(local_size))     # each thread's row of the local arrays
         pc = 0
         while pc < len(uops):
             op, dtype, src, arg = uops[pc]
@@ -91,7 +108,17 @@ class PythonProgram(Program):
             elif op is Ops.DEFINE_VAR:
                 values[pc] = np.int32(next(var_values))
             elif op is Ops.SPECIAL:
-                values[pc] = np.arange(threads, dtype=np.int32)   # every parallel index at once
+                values[pc] = specials[arg[0]]
+            elif op is Ops.DEFINE_LOCAL:
+                values[pc] = np.zeros((int(np.prod(global_size)), arg[1]), dtype=_host(dtype))
+            elif op is Ops.BARRIER:
+                pass
+            elif op is Ops.LOAD and uops[src[0]][0] is Ops.DEFINE_LOCAL:     # src[2] is the BARRIER, not a gate
+                values[pc] = args[0][group, args[1]]
+            elif op is Ops.STORE and uops[src[0]][0] is Ops.DEFINE_LOCAL:
+                rows, idx, value = np.broadcast_arrays(group, args[1], args[2])
+                keep = np.broadcast_to(args[3], rows.shape) if len(args) == 4 else slice(None)
+                args[0][rows[keep], idx[keep]] = value[keep]
             elif op is Ops.CONST:
                 values[pc] = np.array(arg, dtype=_host(dtype))
             elif op is Ops.RANGE:
