@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tinygrad_core import Device, Tensor, dtypes
+from tinygrad_core.dtype import bf16_to_f32, f32_to_bf16
 from tinygrad_core.engine.realize import get_runner
 from tinygrad_core.renderer import TensorCore
 from helpers import assert_close
@@ -30,7 +31,9 @@ def test_matmuls_run_as_tiles_and_match_numpy(python_with_tensor_cores, dtype, m
     rng = np.random.default_rng(m + k + n)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     ta, tb = Tensor(a, device="PYTHON", dtype=dtype), Tensor(b, device="PYTHON", dtype=dtype)
-    exact = ta.float().numpy().astype(np.float64) @ tb.float().numpy()
+    # the inputs as the 16-bit type holds them, rounded by numpy (a realized ta.float() could be reused below)
+    rounded = (lambda x: x.astype(np.float16)) if dtype == dtypes.float16 else (lambda x: bf16_to_f32(f32_to_bf16(x)))
+    exact = rounded(a).astype(np.float64) @ rounded(b).astype(np.float64)
     for x, y, widen in ((ta, tb, False), (Tensor(a.T.copy(), device="PYTHON", dtype=dtype).T, tb, False),
                         (ta, Tensor(b.T.copy(), device="PYTHON", dtype=dtype).T, False), (ta, tb, True)):
         out = x.float() @ y.float() if widen else x @ y
