@@ -58,22 +58,26 @@ def run_worker(column: dict, options, extra: list[str], cache_dir: str | None = 
         command = [sys.executable, WORKER, column["framework"], "--json", out, "--repeats", str(options.repeats),
                    "--budget", str(options.budget), "--torch-threads", str(options.torch_threads), *extra]
         command += ["--quick"] * options.quick + ["--no-cnn"] * options.no_cnn
-        failure = None
-        try:
-            # the workers' progress goes to stderr, as this script's does; stdout is kept for the report
-            done = subprocess.run(command, check=False, env=worker_environment(column, cache_dir),
-                                  stdout=subprocess.DEVNULL, timeout=options.timeout)
-            if done.returncode != 0:
-                failure = f"the {column['label']} process exited with code {done.returncode}"
-        except subprocess.TimeoutExpired:
-            failure = f"the {column['label']} process ran past --timeout {options.timeout} s and was stopped"
-        result = {}
-        if os.path.exists(out):
-            with open(out) as f:
-                result = json.load(f)
-        if failure:
-            result["failure"] = failure
-        return result
+        return run_process(command, worker_environment(column, cache_dir), column["label"], options.timeout, out)
+
+
+def run_process(command: list[str], env: dict, label: str, timeout: float, out: str) -> dict:
+    """Runs one worker process; returns the JSON it wrote to out (even after a crash), with "failure" if it failed."""
+    failure = None
+    try:
+        # the workers' progress goes to stderr, as this script's does; stdout is kept for the report
+        done = subprocess.run(command, check=False, env=env, stdout=subprocess.DEVNULL, timeout=timeout)
+        if done.returncode != 0:
+            failure = f"the {label} process exited with code {done.returncode}"
+    except subprocess.TimeoutExpired:
+        failure = f"the {label} process ran past --timeout {timeout} s and was stopped"
+    result = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            result = json.load(f)
+    if failure:
+        result["failure"] = failure
+    return result
 
 
 def columns_to_run(options) -> list[dict]:
@@ -286,9 +290,9 @@ def load_average() -> str:
         return "unknown"
 
 
-def installed_versions() -> dict:
+def installed_versions(dists=("tinygrad-core", "tinygrad-cpu", "numpy", "torch", "tinygrad", "llvmlite")) -> dict:
     found = {}
-    for dist in ("tinygrad-core", "tinygrad-cpu", "numpy", "torch", "tinygrad", "llvmlite"):
+    for dist in dists:
         try:
             found[dist] = version(dist)
         except PackageNotFoundError:

@@ -12,23 +12,21 @@ import glob
 import json
 import os
 import shlex
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)                 # the shared worker code lives beside this script
-from compare import load_average, machine_description, speed_ratio
-from compare_workloads import TinygradFramework, error_text, figure, progress, time_calls
+from compare import installed_versions, load_average, machine_description, run_process, speed_ratio  # noqa: E402
+from compare_workloads import TinygradFramework, error_text, measure_arrays  # noqa: E402
 
 MATMUL_SIZES = (512, 1024)
 CHAIN_ELEMENTS = 16 * 1024 * 1024
+DISTRIBUTIONS = ("tinygrad-core", "tinygrad-opencl", "tinygrad", "pyopencl", "pocl-binary-distribution")
 DEVICE_ENV_VARS = ("DEV", "TINYGRAD_DEVICE", "CL", "GPU", "CACHEDB", "TINYGRAD_CACHE_DIR")
 
 
@@ -67,22 +65,7 @@ def run_worker(options):
             json.dump(payload, f, indent=1)
 
     save()
-    repeats = 3 if options.quick else options.repeats
-    for name, unit, work, build, reference, tolerance in workloads(options.quick):
-        try:
-            run = build(framework)
-            expected = reference()
-            got = framework.to_numpy(run())                     # the first call compiles, and is checked
-            if not np.allclose(got, expected, rtol=tolerance, atol=tolerance * 10):
-                raise AssertionError(f"wrong result: max abs difference {np.max(np.abs(got - expected)):.3g} "
-                                     "from numpy's")
-            del expected, got
-            times = time_calls(lambda i, run=run: run(), repeats, warmup=1, budget_s=options.budget)
-            payload["results"][name] = figure(unit, work / statistics.median(times), times)
-        except Exception as e:  # noqa: BLE001 - any failure becomes this cell's error, the run goes on
-            payload["results"][name] = {"unit": unit, "error": error_text(e)}
-        progress(framework.name, name, payload["results"][name])
-        save()
+    measure_arrays(framework, workloads(options.quick), options, payload["results"], save)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -130,20 +113,8 @@ def measure(column: dict, options) -> dict:
         out = os.path.join(scratch, "result.json")
         command = [sys.executable, os.path.abspath(__file__), "--worker", column["framework"], "--json", out,
                    "--repeats", str(options.repeats), "--budget", str(options.budget)] + ["--quick"] * options.quick
-        failure = None
-        try:
-            done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, timeout=options.timeout, check=False)
-            if done.returncode != 0:
-                failure = f"the {column['label']} process exited with code {done.returncode}"
-        except subprocess.TimeoutExpired:
-            failure = f"the {column['label']} process ran past --timeout {options.timeout} s and was stopped"
-        result = {}
-        if os.path.exists(out):
-            with open(out) as f:
-                result = json.load(f)
-    if failure:
-        result["failure"] = failure
-    result["status"] = "failed" if failure else "ok"
+        result = run_process(command, env, column["label"], options.timeout, out)
+    result["status"] = "failed" if "failure" in result else "ok"
     result["seconds"] = time.perf_counter() - started
     return result
 
@@ -202,16 +173,6 @@ def opencl_devices() -> str:
         return f"none found ({error_text(e)})"
 
 
-def installed_versions() -> dict:
-    found = {}
-    for dist in ("tinygrad-core", "tinygrad-opencl", "tinygrad", "pyopencl", "pocl-binary-distribution"):
-        try:
-            found[dist] = version(dist)
-        except PackageNotFoundError:
-            found[dist] = "not installed"
-    return found
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -235,7 +196,8 @@ def main(argv=None):
     results = {c["label"]: measure(c, options) for c in columns}
     machine["load_after"] = load_average()
     today = datetime.date.today().isoformat()
-    report = {"date": today, "machine": machine, "opencl_devices": opencl_devices(), "versions": installed_versions(),
+    report = {"date": today, "machine": machine, "opencl_devices": opencl_devices(),
+              "versions": installed_versions(DISTRIBUTIONS),
               "command": shlex.join(["python", "bench/compare_cl.py", *(sys.argv[1:] if argv is None else argv)]),
               "seconds": time.perf_counter() - started,
               "columns": [{k: c[k] for k in ("framework", "label")} for c in columns],

@@ -354,9 +354,10 @@ def error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {message}{where}"
 
 
-def measure_all(framework, options, results: dict, save):
+def measure_arrays(framework, workloads, options, results: dict, save):
+    """Each (name, unit, work, build, reference, tolerance) workload: checked against numpy once, then timed."""
     repeats = 3 if options.quick else options.repeats
-    for name, unit, work, build, reference, tolerance in array_workloads(options.quick):
+    for name, unit, work, build, reference, tolerance in workloads:
         try:
             run = build(framework)
             expected = reference()
@@ -371,6 +372,10 @@ def measure_all(framework, options, results: dict, save):
             results[name] = {"unit": unit, "error": error_text(e)}
         progress(framework.name, name, results[name])
         save()
+
+
+def measure_all(framework, options, results: dict, save):
+    measure_arrays(framework, array_workloads(options.quick), options, results, save)
     training = [("MLP train step", (784,), MLP_BATCH, "mlp_step", options.repeats * 3),
                 ("CNN train step", (3, 32, 32), CNN_BATCH, "cnn_step", options.repeats)]
     for name, shape, batch, method, step_repeats in training[:1] if options.no_cnn else training:
