@@ -28,7 +28,8 @@ def graph_text(root: UOp) -> str:
     for u in nodes:
         srcs = ", ".join(f"%{ids[s]}" for s in u.src if s in ids)
         shape = u.shape if u.op is not Ops.DEVICE else ()
-        lines.append(f"%{ids[u]:<3} = {_label(u):40s} {u.dtype.name:8s} {str(shape):16s}" + (f" <- {srcs}" if srcs else ""))
+        sources = f" <- {srcs}" if srcs else ""
+        lines.append(f"%{ids[u]:<3} = {_label(u):40s} {u.dtype.name:8s} {str(shape):16s}" + sources)
     return "\n".join(lines)
 
 

@@ -66,7 +66,8 @@ class dtypes:
         for dt in ALL:
             if dt.fmt and np.dtype(dt.fmt) == npdtype:
                 return dt
-        raise TypeError(f"numpy dtype {npdtype} has no tinygrad_core equivalent; convert it with .astype(np.float32) first")
+        raise TypeError(f"numpy dtype {npdtype} has no tinygrad_core equivalent; convert it with .astype(np.float32) "
+                        f"first")
 
     @staticmethod
     def from_py(x) -> DType:
@@ -98,7 +99,8 @@ class dtypes:
 ALL = (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
        dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 UNSIGNED = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
-INTS = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
+INTS = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
+        dtypes.uint64)
 FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 BY_NAME = {name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType)}
 

@@ -46,7 +46,8 @@ GRADIENTS = {
     Ops.REDUCE_AXIS: _reduce_grad,
     Ops.RESHAPE: lambda g, out, a: (g.reshape(a.shape),),
     Ops.PERMUTE: lambda g, out, a: (g.permute(_inverse(out.arg)),),
-    Ops.EXPAND: lambda g, out, a: (g.reduce(Ops.ADD, [i for i, (s, n) in enumerate(zip(a.shape, out.shape)) if s != n]),),
+    Ops.EXPAND: lambda g, out, a: (g.reduce(Ops.ADD, [i for i, (s, n) in enumerate(zip(a.shape, out.shape))
+                                                      if s != n]),),
     Ops.PAD: lambda g, out, a: (g.shrink(tuple((before, before + s) for (before, _), s in zip(out.arg, a.shape))),),
     Ops.SHRINK: lambda g, out, a: (g.pad(tuple((start, s - end) for (start, end), s in zip(out.arg, a.shape))),),
     Ops.FLIP: lambda g, out, a: (g.flip(out.arg),),

@@ -45,7 +45,7 @@ class ContextVar:
     __hash__ = object.__hash__
 
 
-DEBUG = ContextVar("DEBUG", 0)     # 1: kernels per realize, 2: each kernel, 3: the schedule, 4: source, 5: gradient steps
+DEBUG = ContextVar("DEBUG", 0)     # 1: kernels per realize, 2: each kernel, 3: schedule, 4: source, 5: gradient steps
 NOOPT = ContextVar("NOOPT", 0)     # 1: no upcasting/unrolling/local sizes (plain loops; useful when debugging)
 BEAM = ContextVar("BEAM", 0)       # 1: time a few candidate opts per new kernel and keep the fastest (engine/search.py)
 

@@ -146,7 +146,8 @@ def setitem(t, indices, value):
     from tinygrad_core.tensor import Tensor
     positions = Tensor.arange(t.numel(), device=t.device, dtype=dtypes.int32).reshape(t.shape)[indices]
     value = value if isinstance(value, Tensor) else Tensor(value, device=t.device, dtype=t.dtype)
-    value = value.cast(t.dtype)._broadcast_to(positions.shape) if value.shape != positions.shape else value.cast(t.dtype)
+    value = value.cast(t.dtype)
+    value = value._broadcast_to(positions.shape) if value.shape != positions.shape else value
     flat_pos, flat_val = positions.flatten(), value.flatten()
     if flat_pos.numel() == 0:
         return

@@ -53,7 +53,7 @@ class Ops(Enum):
     WMMA = auto()          # src = (acc, a_buf, a_index, b_buf, b_index): acc += A tile @ B tile; arg = (tc, a_ld,
                            # a_row_major, b_ld, b_row_major): element (i, j) of a tile is at index + i*ld + j when
                            # row-major, index + i + j*ld otherwise
-    WMMA_STORE = auto()    # src = (buffer, index, acc): element (i, j) to index + i*arg[1] + j, cast to the buffer's type
+    WMMA_STORE = auto()    # src = (buffer, index, acc): element (i, j) to index + i*arg[1] + j, in the buffer's type
 
 
 class GroupOp:
@@ -285,7 +285,8 @@ class UOp(metaclass=UOpMeta):
     def broadcast_to(self, shape: tuple[int, ...]) -> UOp:
         if self.shape == tuple(shape):
             return self
-        node = self.reshape((1,) * (len(shape) - len(self.shape)) + self.shape) if len(self.shape) != len(shape) else self
+        ones = (1,) * (len(shape) - len(self.shape))
+        node = self if not ones else self.reshape(ones + self.shape)
         return node.expand(tuple(shape))
 
     def reshape(self, shape):

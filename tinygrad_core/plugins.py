@@ -123,7 +123,8 @@ class Registry:
             backend = Backend(spec.name.upper(), distribution, version, spec)
             if not api_compatible(spec.api_version):
                 backend.error = (f"incompatible backend API {spec.api_version}: this tinygrad-core speaks "
-                                 f"{BACKEND_API} (same major, minor <= {BACKEND_API[1]}); upgrade the plugin or the core")
+                                 f"{BACKEND_API} (same major, minor <= {BACKEND_API[1]}); upgrade the plugin or the "
+                                 f"core")
             if (existing := self.backends.get(backend.name)) is not None and existing.error is None:
                 backend.error = f"name clash: {backend.name} is already provided by {existing.distribution}"
                 self.broken.append(backend)

@@ -62,7 +62,8 @@ class CUDARenderer(CStyleRenderer):
             _, a_ld, a_rows, b_ld, b_rows = u.arg
             kind = WMMA_TYPES[tc.dtype_in]
             emit("{")
-            for frag, buf, index, ld, rows in (("a", src[1], src[2], a_ld, a_rows), ("b", src[3], src[4], b_ld, b_rows)):
+            operands = (("a", src[1], src[2], a_ld, a_rows), ("b", src[3], src[4], b_ld, b_rows))
+            for frag, buf, index, ld, rows in operands:
                 layout = f"{WMMA}::{'row' if rows else 'col'}_major"
                 emit(f"  {WMMA}::fragment<{WMMA}::matrix_{frag}, {shape}, {kind}, {layout}> {frag};")
                 emit(f"  {WMMA}::load_matrix_sync({frag}, (const {kind}*)({buf} + {index}), {ld});")

@@ -128,11 +128,11 @@ class OpenCLProgram(Program):
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
         # the kernel's index math assumes exactly this group size, so a device that can't run it is an error
         item_limits = self.dev.cl_device.max_work_item_sizes
-        if prod(local_size) > self.max_group or any(l > m for l, m in zip(local_size, item_limits)):
+        if prod(local_size) > self.max_group or any(n > m for n, m in zip(local_size, item_limits)):
             raise RuntimeError(f"kernel {self.name} needs work groups of {tuple(local_size)} but "
                                f"{self.dev.cl_device.name.strip()} allows {self.max_group} items per group (at most "
                                f"{tuple(item_limits)} per dimension) for it; lower the renderer's default_local_size")
-        global_work = tuple(g * l for g, l in zip(global_size, local_size))
+        global_work = tuple(g * n for g, n in zip(global_size, local_size))
         if 0 in global_work:
             return 0.0 if wait else None
         for i, buf in enumerate(bufs):

@@ -258,7 +258,8 @@ class CStyleRenderer(Renderer):
             return self.bitcast_expression(value, dtypes.float32, dtypes.uint32)
 
         if name == "bfloat16":
-            return f"""{prefix} float tg_bfloat16_to_float({ushort} bits) {{ return {as_float(f"(({uint})bits << 16)")}; }}
+            widened = as_float(f"(({uint})bits << 16)")
+            return f"""{prefix} float tg_bfloat16_to_float({ushort} bits) {{ return {widened}; }}
 {prefix} {ushort} tg_float_to_bfloat16(float x) {{
   /* round to nearest even, as dtype.f32_to_bf16; every NaN becomes the quiet NaN 0x7FC0 */
   {uint} bits = {as_uint("x")};
@@ -310,7 +311,8 @@ class CStyleRenderer(Renderer):
             if u.dtype != dtypes.void and u.dtype not in self.supported_dtypes:
                 raise NotImplementedError(
                     f"{self.device} can't run a kernel using {u.dtype}: {self.unsupported_reason(u.dtype)}. "
-                    f"Cast to a supported type first (supported: {', '.join(sorted(d.name for d in self.supported_dtypes))})")
+                    f"Cast to a supported type first (supported: "
+                    f"{', '.join(sorted(d.name for d in self.supported_dtypes))})")
 
     def unsupported_reason(self, dtype: DType) -> str:
         return "this device doesn't support it"
@@ -352,7 +354,8 @@ class CStyleRenderer(Renderer):
             elif op is Ops.SPECIAL:
                 prefix, dim = u.arg[0][:-1], u.arg[0][-1]
                 names[u] = u.arg[0]
-                body.append("  " * depth + f"{self.type_name(dtype)} {u.arg[0]} = {self.thread_index[prefix].format(dim, xyz='xyz'[int(dim)])};"
+                index = self.thread_index[prefix].format(dim, xyz='xyz'[int(dim)])
+                body.append("  " * depth + f"{self.type_name(dtype)} {u.arg[0]} = {index};"
                             f" /* {u.arg[1]} */")
             elif op is Ops.RANGE:
                 names[u] = var = f"ridx{u.arg}"

@@ -134,7 +134,8 @@ def add_cast_checks(checks: Checks, dtypes_to_check):
             if dtypes.is_float(source) and target in INTS:
                 # out of range (or NaN) is unspecified: only values the target can hold are checked
                 wide = values.astype(np.float64)
-                care = np.isfinite(wide) & (np.trunc(wide) >= dtypes.min(target)) & (np.trunc(wide) <= dtypes.max(target))
+                whole = np.trunc(wide)
+                care = np.isfinite(wide) & (whole >= dtypes.min(target)) & (whole <= dtypes.max(target))
             checks.add(target, f"CAST({source.name})", node.cast(target), cast_array(values, target), care=care)
 
 

@@ -11,7 +11,8 @@ from tinygrad_core.helpers import Context
 from tinygrad_core.plugins import registry
 from tinygrad_opencl.runtime import NoDevice, OpenCLDevice, choose_device, list_devices, _tag
 
-KERNEL = """__kernel __attribute__((reqd_work_group_size(4, 1, 1))) void twice(__global float* out, __global const float* x) {
+KERNEL = """__kernel __attribute__((reqd_work_group_size(4, 1, 1)))
+void twice(__global float* out, __global const float* x) {
   int i = get_group_id(0) * 4 + get_local_id(0);
   out[i] = x[i] * 2.0f;
 }"""

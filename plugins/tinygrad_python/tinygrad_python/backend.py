@@ -102,7 +102,7 @@ class PythonProgram(Program):
         while pc < len(uops):
             op, dtype, src, arg = uops[pc]
             args = [values[s] for s in src]
-            if op is Ops.DEFINE_GLOBAL:   # an empty tensor's buffer is 1 byte (allocations are never 0): view none of it
+            if op is Ops.DEFINE_GLOBAL:   # an empty tensor's buffer is 1 byte (allocations are never 0): view none
                 raw = bufs[arg]
                 values[pc] = raw[:raw.size - raw.size % dtype.np.itemsize].view(dtype.np)
             elif op is Ops.DEFINE_VAR:
