@@ -54,3 +54,24 @@ def test_an_unwritable_cache_only_costs_a_compile(tmp_path, monkeypatch):
     assert compiler.compile_cached("kernel c") == b"binary of kernel c"
     assert compiler.compile_cached("kernel c") == b"binary of kernel c"
     assert compiler.calls == 2
+
+
+class BatchCountingCompiler(CountingCompiler):
+    def __init__(self):
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def compile_many(self, sources: list[str]) -> list[bytes]:
+        self.batches.append(list(sources))
+        return super().compile_many(sources)
+
+
+def test_a_batch_compiles_only_its_uncached_kernels_and_all_of_them_together(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path))
+    compiler = BatchCountingCompiler()
+    compiler.compile_cached("kernel d")
+    got = compiler.compile_cached_many(["kernel e", "kernel d", "kernel f"])
+    assert got == [b"binary of kernel e", b"binary of kernel d", b"binary of kernel f"]
+    assert compiler.batches == [["kernel d"], ["kernel e", "kernel f"]]
+    assert compiler.compile_cached_many(["kernel f", "kernel e"]) == [b"binary of kernel f", b"binary of kernel e"]
+    assert compiler.calls == 3

@@ -80,3 +80,17 @@ def test_einsum_errors():
         Tensor.einsum("ijk->i", Tensor.ones(2, 3))
     with pytest.raises(ValueError, match="3 and 4"):
         Tensor.einsum("ij,jk->ik", Tensor.ones(2, 3), Tensor.ones(4, 2))
+
+
+@pytest.mark.parametrize("a_shape", [(3, 5), (5,), (2, 3, 5)], ids=str)
+def test_wide_matmul_through_packed_panels(a_shape):
+    # a right operand with rows 4 KiB or more apart is copied into column panels first (Tensor._dot_panels)
+    a, b = rand_array(a_shape, seed=1), rand_array((5, 1024), seed=2)
+    g = rand_array(a_shape[:-1] + (1024,), seed=3)
+    ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    out = ta @ tb
+    (out * Tensor(g)).sum().backward()
+    assert_close(out.numpy(), a @ b, rtol=1e-5)
+    g2, a2 = g.reshape(-1, 1024), a.reshape(-1, 5)
+    assert_close(ta.grad.numpy(), (g2 @ b.T).reshape(a_shape), rtol=1e-5)
+    assert_close(tb.grad.numpy(), a2.T @ g2, rtol=1e-5)

@@ -1,6 +1,7 @@
 """Fusion, counted: how many kernels common expressions take (GlobalCounters.kernel_count); and transparency:
 the text and DOT dumps of the lazy graph, Context(DEBUG=n) output, GlobalCounters, per-device memory."""
 import numpy as np
+import pytest
 from helpers import assert_close, rand_array
 
 from tinygrad_core import Context, Device, GlobalCounters, Tensor, dtypes
@@ -184,3 +185,14 @@ def test_context_restores_and_getenv_sees_it():
 def test_float16_kernel_and_int_kernel_fuse_too():
     a = Tensor(np.arange(6, dtype=np.int32)).realize()
     assert kernels_for((a * 2 + 1).cast(dtypes.float32).sqrt()) == 1
+
+
+def test_wide_matmul_packs_its_right_operand_unless_transposed():
+    if not Device[Device.DEFAULT].renderer.simd_width:
+        pytest.skip(f"{Device.DEFAULT} is no SIMD CPU backend: matmul operands are packed for those only")
+    (a, b), (ta, tb) = realized_inputs((4, 8), (8, 1024))
+    out = ta @ tb
+    assert kernels_for(out) == 2              # the column panels of b, then the product
+    assert_close(out.numpy(), a @ b, rtol=1e-5)
+    _, (tc,) = realized_inputs((1024, 8))
+    assert kernels_for(ta @ tc.T) == 1        # b.T is read along its rows already

@@ -106,16 +106,24 @@ class Compiler:
     def compile(self, src: str) -> bytes:
         raise NotImplementedError
 
+    def compile_many(self, sources: list[str]) -> list[bytes]:
+        """Several kernels at once: a backend whose compiler can use several cores overrides this."""
+        return [self.compile(src) for src in sources]
+
     def compile_cached(self, src: str) -> bytes:
+        return self.compile_cached_many([src])[0]
+
+    def compile_cached_many(self, sources: list[str]) -> list[bytes]:
+        """The binaries of sources: from the disk cache, the missing ones compiled together by compile_many."""
         if self.cachekey is None or not getenv("DISK_CACHE", 1):
-            return self.compile(src)
-        digest = hashlib.sha256(src.encode()).hexdigest()
-        path = cache_dir() / "kernels" / self.cachekey / digest
-        if (binary := _read_cache_entry(path)) is not None:
-            return binary
-        binary = self.compile(src)
-        _write_cache_entry(path, binary)
-        return binary
+            return self.compile_many(sources)
+        paths = [cache_dir() / "kernels" / self.cachekey / hashlib.sha256(src.encode()).hexdigest() for src in sources]
+        binaries = [_read_cache_entry(path) for path in paths]
+        missing = [i for i, binary in enumerate(binaries) if binary is None]
+        for i, binary in zip(missing, self.compile_many([sources[i] for i in missing])):
+            _write_cache_entry(paths[i], binary)
+            binaries[i] = binary
+        return binaries
 
 
 def _read_cache_entry(path: pathlib.Path) -> bytes | None:

@@ -2,6 +2,8 @@
 
 Mixed into Tensor; like every Tensor method they are compositions of movement, elementwise and reduce ops."""
 from __future__ import annotations
+import functools
+import itertools
 import math
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import make_tuple, prod, flatten, ceildiv
@@ -27,6 +29,14 @@ class NNOps:
             x = x.reshape(*lead, *flatten((o, s) for o, s in zip(outs, strides)))
             x = x.shrink(tuple(keep + flatten(((0, o), (0, k)) for o, k in zip(outs, kernel))))
             return x.permute(*range(nl), *[nl + 2 * i for i in range(dims)], *[nl + 2 * i + 1 for i in range(dims)])
+        return _overlapping_windows_function().apply(self, kernel=kernel, strides=strides, dilations=dilations,
+                                                      outs=outs)
+
+    def _overlapping_windows(self, kernel, strides, dilations, outs):
+        dims = len(kernel)
+        lead, spatial = self.shape[:-dims], self.shape[-dims:]
+        nl = len(lead)
+        keep = [(0, s) for s in lead]
         # repeat each spatial axis enough times that windows can be read as rows of a longer axis
         reps = [ceildiv(k * (i + d), i) for k, i, d in zip(kernel, spatial, dilations)]
         x = self.reshape(*lead, *flatten((1, i) for i in spatial))
@@ -41,6 +51,30 @@ class NNOps:
         x = x.shrink(tuple(keep + flatten(((0, k), (0, o), (0, 1)) for k, o in zip(kernel, outs))))
         x = x.reshape(*lead, *flatten((k, o) for k, o in zip(kernel, outs)))
         return x.permute(*range(nl), *[nl + 2 * i + 1 for i in range(dims)], *[nl + 2 * i for i in range(dims)])
+
+    def _unpool(self, spatial, kernel, strides, dilations):
+        """The gradient of _overlapping_windows: each window element's gradient added to the input element it was
+        read from. One shifted copy per kernel position, summed: a kernel of plain loads (autograd through the
+        repeat-and-reshape views would make a reduce whose every load divides and takes remainders)."""
+        dims = len(kernel)
+        lead, outs = self.shape[:-2 * dims], self.shape[-2 * dims:-dims]
+        keep, unpadded = [(0, s) for s in lead], [(0, 0)] * len(lead)
+        # computed once, kernel axes first: each shifted copy then reads a contiguous block of it
+        nl = len(lead)
+        windows = self.permute(*range(nl), *range(nl + dims, nl + 2 * dims), *range(nl, nl + dims)).contiguous()
+        total = None
+        for offsets in itertools.product(*[range(k) for k in kernel]):
+            g = windows.shrink(tuple(keep + [(k, k + 1) for k in offsets] + [(0, o) for o in outs]))
+            g = g.reshape(*lead, *outs)
+            if any(s > 1 for s in strides):      # s - 1 zeros after each element, as the windows step s apart
+                g = g.reshape(*lead, *flatten((o, 1) for o in outs))
+                g = g.pad(tuple(unpadded + flatten(((0, 0), (0, s - 1)) for s in strides)))
+                g = g.reshape(*lead, *[o * s for o, s in zip(outs, strides)])
+                g = g.shrink(tuple(keep + [(0, (o - 1) * s + 1) for o, s in zip(outs, strides)]))
+            g = g.pad(tuple(unpadded + [(k * d, i - k * d - (o - 1) * s - 1)
+                                        for k, d, i, o, s in zip(offsets, dilations, spatial, outs, strides)]))
+            total = g if total is None else total + g
+        return total
 
     def _padding_pairs(self, padding, dims: int) -> list[tuple[int, int]]:
         """padding as an int, per-dim ints, or flat (before, after) pairs from the last dim -> pairs, first dim first."""
@@ -194,3 +228,20 @@ def _reduce_loss(loss, reduction: str, keep=None):
     if reduction == "mean":
         return loss.sum() / keep.sum().maximum(1) if keep is not None else loss.mean()
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+@functools.cache
+def _overlapping_windows_function():
+    # imported here: tensor.py imports this module before it defines Function
+    from tinygrad_core.tensor import Function
+
+    class OverlappingWindows(Function):
+        """_pool's windows where they overlap, with the gradient written out (see NNOps._unpool)."""
+
+        def forward(self, x, kernel, strides, dilations, outs):
+            self.spatial, self.kernel, self.strides, self.dilations = x.shape[-len(kernel):], kernel, strides, dilations
+            return x._overlapping_windows(kernel, strides, dilations, outs)
+
+        def backward(self, grad_output):
+            return grad_output._unpool(self.spatial, self.kernel, self.strides, self.dilations)
+    return OverlappingWindows

@@ -90,16 +90,18 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
                     make_root(s)
 
     # walk each kernel's graph. A reduce becomes a kernel of its own when fusing it would repeat it: when it is seen
-    # through an EXPAND or inside another reduce (it would be recomputed per element), or from a second kernel
+    # through an EXPAND or inside another reduce (it would be recomputed per element), or from a second kernel.
+    # Likewise costly elementwise work that a reduce reads through an EXPAND (a batchnorm's backward feeding a
+    # convolution's gradients would be recomputed for every input channel and kernel position)
     reached_by: dict[UOp, UOp] = {}
     done = 0
     while done < len(roots):
         root = roots[done]
         done += 1
         walked: set = set()
-        stack = [(s, root.op is Ops.REDUCE_AXIS) for s in _kernel_inputs(root)]
+        stack = [(s, root.op is Ops.REDUCE_AXIS, root.op is Ops.REDUCE_AXIS) for s in _kernel_inputs(root)]
         while stack:
-            u, repeated = stack.pop()
+            u, repeated, in_reduce = stack.pop()
             u = _resolve(u)
             if (u, repeated) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in is_root and u is not root):
                 continue
@@ -107,7 +109,12 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
             if u.op is Ops.REDUCE_AXIS and (repeated or reached_by.setdefault(u, root) is not root):
                 make_root(u)
                 continue
-            stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS)) for s in u.src)
+            if u.op is Ops.EXPAND and in_reduce and _elementwise_work(expanded := _under_views(u.src[0]),
+                                                                      is_root) >= COSTLY_ELEMENTWISE:
+                make_root(expanded)
+                continue
+            stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), in_reduce or u.op is Ops.REDUCE_AXIS)
+                         for s in u.src)
         if root.op is Ops.ASSIGN:
             _guard_assign(root, make_root)
 
@@ -177,6 +184,32 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
                 raise RuntimeError("one computation reads both the old and the assigned value of a buffer; realize a "
                                    "copy of the old value first (x.contiguous().realize()) or realize the assign first")
     return ordered
+
+
+COSTLY_ELEMENTWISE = 12     # ALU ops; a square root or a division counts as several (OP_WEIGHT)
+OP_WEIGHT = {Ops.SQRT: 4, Ops.RECIP: 4, Ops.EXP2: 4, Ops.LOG2: 4, Ops.SIN: 4}
+
+
+def _under_views(u: UOp) -> UOp:
+    u = _resolve(u)
+    while u.op in GroupOp.MOVEMENT:
+        u = _resolve(u.src[0])
+    return u
+
+
+def _elementwise_work(u: UOp, is_root: set[UOp]) -> int:
+    """How many ALU ops a kernel fusing u computes per element of u (stopping at buffers, reduces, other kernels)."""
+    work, walked, stack = 0, set(), [u]
+    while stack:
+        node = _resolve(stack.pop())
+        if node in walked or node.op in (Ops.BUFFER, Ops.DEVICE, Ops.REDUCE_AXIS) or \
+                (node in is_root and node is not u):
+            continue
+        walked.add(node)
+        if node.op in GroupOp.ALU:
+            work += OP_WEIGHT.get(node.op, 1)
+        stack.extend(node.src)
+    return work
 
 
 def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:
@@ -256,6 +289,10 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem
     if root.op is Ops.ASSIGN and root.src[1] in is_root and _resolve(root.src[1]) is root.src[1]:
         raise AssertionError("assign value must be realized first")
     body = to_ast(value.src[0]) if value.op is Ops.CONTIGUOUS else to_ast(value)
+    # a reshape on top changes no byte of the result: the kernel computes in the shape before it, where a reduce's
+    # output axes are its own (codegen/opts.py tiles a kernel along them)
+    while body.op is Ops.RESHAPE and body.src[0].op is not Ops.LOAD:
+        body = body.src[0]
     if body.op is Ops.LOAD:          # a plain copy still needs a shape to index it
         body = body.reshape(sym.unbind(value.shape, var_vals))
     out_global = UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0)

@@ -18,6 +18,9 @@ from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 
+PANEL = 64                 # columns per panel of a packed matmul operand (see Tensor._dot_panels)
+FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
+
 
 class _Unique:
     """An arg that makes a node unlike any other (nodes are otherwise shared when they are built the same way)."""
@@ -873,11 +876,23 @@ class Tensor(CreationOps, NNOps):
         if k_self != k_w:
             raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} differ)")
         dtype = least_upper_dtype(self.dtype, w.dtype)
+        if w.ndim == 2 and w.uop.op is not Ops.PERMUTE and isinstance(w.shape[1], int) and w.shape[1] % PANEL == 0 \
+                and w.shape[1] * dtype.itemsize >= FAR_ROWS_BYTES and Device[w.device].renderer.simd_width:
+            return self.cast(dtype)._dot_panels(w.cast(dtype))
         x = self.cast(dtype).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
         w = w.cast(dtype)
         w = w.reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]).transpose(-1, -min(w.ndim, 2)) \
             if w.ndim > 1 else w
         return (x * w).sum(-1)
+
+    def _dot_panels(self, w: Tensor) -> Tensor:
+        """self @ w for a row-major w whose rows lie far apart, on a SIMD CPU (renderer.simd_width): read down its
+        columns, w would jump a row per step, and rows a page apart compete for the same cache sets. So w is first
+        copied into panels of PANEL columns, each contiguous in memory (BLAS libraries call this packing), and the
+        product is computed panel by panel. (GPUs read a column block across threads, coalesced: they don't pack.)"""
+        k, n = w.shape
+        panels = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
+        return (self.reshape(*self.shape[:-1], 1, k, 1) * panels).sum(-2).reshape(*self.shape[:-1], n)
 
     def matmul(self, x: Tensor, reverse=False) -> Tensor:
         return x.dot(self) if reverse else self.dot(x)

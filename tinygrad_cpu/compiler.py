@@ -1,11 +1,15 @@
 """LLVM IR -> machine code for the host CPU with llvmlite: parse, verify, optimise (O3, new pass manager), emit an
-object file. The core caches the result on disk under `cachekey` (CPU, its features, llvmlite and LLVM versions).
+object file. The core caches the result on disk under `cachekey` (CPU, its features, llvmlite and LLVM versions), and
+hands over the new kernels of a schedule together: they compile in forked processes, one per CPU.
 
 The binary is a one-line JSON header (what runtime.py needs to call the kernel) followed by the object file."""
 from __future__ import annotations
 import hashlib
 import json
+import multiprocessing
 import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
 import llvmlite
 import llvmlite.binding as llvm
 from tinygrad_core.device import Compiler, CompileError
@@ -53,6 +57,23 @@ class LLVMCompiler(Compiler):
         meta = json.dumps({"symbol": name, "work_per_index": work, "buffers": buffers, "vars": variables})
         return meta.encode() + b"\n" + self.target_machine.emit_object(module)
 
+    def compile_many(self, sources: list[str]) -> list[bytes]:
+        """Compiles on every core, in forked copies of this process. (llvmlite holds one lock around every call into
+        LLVM, so threads would take turns; a fork starts in a millisecond, with LLVM already set up. Only on Linux:
+        elsewhere forking a process that has threads is unsafe.)"""
+        from tinygrad_cpu.runtime import thread_count      # (runtime.py imports this module)
+        workers = min(len(sources), thread_count())
+        if workers < 2 or not sys.platform.startswith("linux"):
+            return [self.compile(src) for src in sources]
+        global _forked_compiler
+        _forked_compiler = self      # what the children compile with: they inherit it, nothing is sent
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_compile_in_child, sources))
+        for result in results:
+            if isinstance(result, tuple):       # (message, source) of a CompileError, raised here as it was there
+                raise CompileError(*result)
+        return results
+
     def _optimise(self, module):
         tuning = llvm.create_pipeline_tuning_options(speed_level=3)
         tuning.loop_vectorization = tuning.slp_vectorization = tuning.loop_unrolling = tuning.loop_interleaving = True
@@ -64,6 +85,16 @@ class LLVMCompiler(Compiler):
         module = llvm.parse_assembly(src)
         self._optimise(module)
         return self.target_machine.emit_assembly(module)
+
+
+_forked_compiler: LLVMCompiler | None = None
+
+
+def _compile_in_child(src: str) -> bytes | tuple[str, str]:
+    try:
+        return _forked_compiler.compile(src)
+    except CompileError as e:       # the exception's text holds the source twice over: send its parts instead
+        return e.message, e.source
 
 
 def split_binary(lib: bytes) -> tuple[dict, bytes]:

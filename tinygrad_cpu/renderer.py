@@ -20,16 +20,19 @@ MEMORY_TYPE = REGISTER_TYPE | {dtypes.bool: "i8", dtypes.bfloat16: "i16"}
 INTRINSIC_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 
 # Fast-math flags. `contract` lets LLVM fuse a*b+c into one FMA (one rounding instead of two: never less accurate).
-# Reduce accumulators also get `reassoc` when their loop reads memory contiguously, so LLVM can split the sum into
-# SIMD lanes of partial sums; the result then differs from a strict left-to-right sum by rounding only. (Where the loop
-# strides through memory, as in a matmul's column of B, vectorising it would need gathers: those kernels keep strict
-# order and LLVM's SLP vectoriser works across the register tile of accumulators instead.) NaN/inf handling is never
-# relaxed.
+# Reduce accumulators also get `reassoc` when their loop reads memory element by element (and is not too short, see
+# _loop_strides), so LLVM can split the sum into SIMD lanes of partial sums; the result then differs from a strict
+# left-to-right sum by rounding only. (Where the loop strides through memory, as in a matmul's column of B, vectorising
+# it would need gathers: those kernels keep strict order and LLVM's SLP vectoriser works across the register tile of
+# accumulators instead.) NaN/inf handling is never relaxed.
 FLOAT_FLAGS = {"half": "", "float": "contract ", "double": "contract "}
 ACCUMULATOR_FLAGS = "reassoc contract "
-# loads whose index advances by at most this many elements per trip of a reduce loop count as contiguous in it
-CONTIGUOUS_STRIDE = 32
+# loads whose index advances by more than this many elements per trip of a loop get prefetched (see load())
+PREFETCH_STRIDE = 32
 PREFETCH_TRIPS = 8             # how many loop trips ahead a prefetch asks for a strided load's cache line
+# Kernels doing less work than this in all (some tens of microseconds) ask LLVM not to vectorise or unroll their loops:
+# there it would save microseconds at most, yet it doubles the compile time, which a fresh process's first steps wait on
+SMALL_KERNEL_WORK = 1 << 16
 
 # what one op costs, roughly, in simple instructions: for the work estimate that decides how many threads to use
 OP_COST = {Ops.EXP2: 20, Ops.LOG2: 20, Ops.SIN: 30, Ops.IDIV: 8, Ops.MOD: 8, Ops.RECIP: 4, Ops.SQRT: 4}
@@ -87,6 +90,7 @@ class KernelWriter:
         self.temp_count = 0
         self.block = "entry"                  # the basic block being written (phi nodes name their predecessors)
         self.loop_phi_line: dict[UOp, int] = {}
+        self.loop_ids: list[int] = []         # metadata of each loop's back edge (small kernels only, see below)
         users: dict[UOp, list[UOp]] = {}
         for u in uops:
             for s in u.src:
@@ -94,6 +98,8 @@ class KernelWriter:
         self.users = users
         self.index_only = self._index_only_values()
         self.load_strides, self.accumulator_updates = self._loop_strides()
+        parallel = next((u.arg[1] for u in uops if u.op is Ops.SPECIAL), 1)
+        self.small = isinstance(parallel, int) and parallel * self.work_per_index() < SMALL_KERNEL_WORK
 
     # ---- small helpers ----
     def emit(self, instruction: str) -> str:
@@ -150,8 +156,15 @@ class KernelWriter:
                 loop_of[u] = open_loops[-1]
         strides = {u: sym.linear(u.src[1])[0].get(loop_of[u], 0)
                    for u in self.uops if u.op is Ops.LOAD and u in loop_of}
-        strided = {loop_of[u] for u, stride in strides.items() if abs(stride) > CONTIGUOUS_STRIDE}
-        updates = {u.src[1] for u in self.uops if u.op is Ops.ASSIGN and u in loop_of and loop_of[u] not in strided}
+        # only loads stepping by one element (or not at all) become plain vector loads along the loop
+        strided = {loop_of[u] for u, stride in strides.items() if abs(stride) > 1}
+        # a loop of fewer trips than a vector has lanes is unrolled whole by LLVM, and its sums would then be split
+        # into lanes along the loop around it, with gathers (a reduce the core unrolled into lanes keeps strict order:
+        # the SLP vectoriser puts its accumulators side by side in a vector instead)
+        short = {loop for loop in loop_of.values() if loop.src[0].op is Ops.CONST and
+                 loop.src[0].arg < self.simd_width // 4}
+        updates = {u.src[1] for u in self.uops if u.op is Ops.ASSIGN and u in loop_of and
+                   loop_of[u] not in strided | short}
         return strides, updates
 
     # ---- the function ----
@@ -175,14 +188,29 @@ class KernelWriter:
                 self.render_uop(u)
         self.lines[gidx_phi] = self.lines[gidx_phi].replace("%LATCH", f"%{self.block}")
         self.lines += ["  %gidx.next = add nsw i32 %gidx, 1", "  %gidx.more = icmp slt i32 %gidx.next, %end",
-                       "  br i1 %gidx.more, label %gidx.body, label %exit", "exit:", "  ret void"]
+                       f"  br i1 %gidx.more, label %gidx.body, label %exit{self.loop_hint()}", "exit:", "  ret void"]
         signature = ", ".join(params + ["i32 %start", "i32 %end"])
         body = "\n".join(["entry:"] + self.allocas + self.lines)
         return "\n".join([f"; tinygrad_cpu work_per_index={self.work_per_index()} buffers={len(buffers)} "
                           f"vars={len(variables)}",
                           f'define void @"{self.name}"({signature}) nounwind '
                           f'"prefer-vector-width"="{8 * self.simd_width}" {{', body, "}",
-                          *sorted(self.declarations), *(mathlib.HELPERS[h] for h in sorted(self.helpers))]) + "\n"
+                          *sorted(self.declarations), *(mathlib.HELPERS[h] for h in sorted(self.helpers)),
+                          *self.loop_metadata()]) + "\n"
+
+    def loop_hint(self) -> str:
+        """What ends a loop's back-edge branch: in a small kernel, a reference to metadata saying 'leave this loop
+        as written' (each loop needs an id of its own)."""
+        if not self.small:
+            return ""
+        self.loop_ids.append(len(self.loop_ids) + 2)
+        return f", !llvm.loop !{self.loop_ids[-1]}"
+
+    def loop_metadata(self) -> list[str]:
+        if not self.loop_ids:
+            return []
+        return ['!0 = !{!"llvm.loop.vectorize.enable", i1 false}', '!1 = !{!"llvm.loop.unroll.disable"}',
+                *(f"!{i} = distinct !{{!{i}, !0, !1}}" for i in self.loop_ids)]
 
     def work_per_index(self) -> int:
         """Roughly how many instructions one parallel index runs (loop trips multiplied in)."""
@@ -245,7 +273,7 @@ class KernelWriter:
         self.lines[line] = self.lines[line].replace("%LATCH", f"%{self.block}")
         self.lines.append(f"  %{loop}.next = add nsw i32 %{loop}, 1")
         self.lines.append(f"  %{loop}.more = icmp slt i32 %{loop}.next, {end}")
-        self.lines.append(f"  br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit")
+        self.lines.append(f"  br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit{self.loop_hint()}")
         self.label(f"{loop}.exit")
 
     # ---- memory ----
@@ -260,7 +288,7 @@ class KernelWriter:
             index = self.emit(f"select i1 {valid}, i32 {index}, i32 0")
         mem_type = MEMORY_TYPE[buffer.dtype]
         stride = self.load_strides.get(u, 0)
-        if abs(stride) > CONTIGUOUS_STRIDE and valid is None and \
+        if abs(stride) > PREFETCH_STRIDE and valid is None and \
                 sym.linear(u.src[1])[1] % max(1, 64 // buffer.dtype.itemsize) == 0:
             # a loop striding through memory defeats the hardware prefetcher: ask for the cache line needed
             # PREFETCH_TRIPS trips from now (one prefetch per line; prefetches never fault, even past the end)

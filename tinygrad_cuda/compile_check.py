@@ -47,8 +47,8 @@ def pytest_configure(config):
     config.stash[KEY] = check
     original_init = realize.CompiledRunner.__init__
 
-    def init_and_record(self, device, ast, opts=None):
-        original_init(self, device, ast, opts)
+    def init_and_record(self, device, ast, *args, **kwargs):
+        original_init(self, device, ast, *args, **kwargs)
         check.record(ast, self.name)
 
     realize.CompiledRunner.__init__ = init_and_record

@@ -23,6 +23,7 @@ class KernelOpts:
     unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
     tensor_core: bool = False                     # run as tile multiply-accumulates (codegen/tensor_cores.py)
     local_tiles: bool = False                     # run as a local-memory tiled product (codegen/local_tiles.py)
+    order: tuple[int, ...] = ()                   # output axes from slowest to fastest along the parallel index
 
 
 @dataclass
@@ -98,12 +99,13 @@ class Lowerer:
         for axis in axes:
             size = in_shape[axis]
             amount = self.unroll if axis == axes[-1] and isinstance(size, int) and size % self.unroll == 0 and \
-                size > self.unroll else 1
+                size >= self.unroll else 1
             ranges[axis] = UOp(Ops.RANGE, sym.INDEX, (sym.const(size // amount if amount > 1 else size),),
                                self.range_count)
             unrolled[axis] = amount
             self.range_count += 1
-        # each unrolled copy of the loop body is a separate input index, all combined into one accumulator
+        # each unrolled copy of the loop body is a separate input index with an accumulator of its own (partial sums
+        # that don't wait on each other, and that a CPU keeps in the lanes of a vector); they are combined at the end
         copies = list(itertools.product(*[range(unrolled[a]) for a in axes]))
         src_idxs, src_valids = [], []
         for idx, valid in zip(idxs, valids):
@@ -116,10 +118,12 @@ class Lowerer:
         inner = self.lower(node.src[0], tuple(src_idxs), tuple(src_valids))
         outs = []
         for i in range(len(idxs)):
-            body = inner[i * len(copies)]
-            for extra in inner[i * len(copies) + 1:(i + 1) * len(copies)]:
-                body = UOp(reduce_op, node.dtype, (body, extra))
-            outs.append(UOp(Ops.REDUCE, node.dtype, (body,) + tuple(ranges[a] for a in axes), reduce_op))
+            partials = [UOp(Ops.REDUCE, node.dtype, (body,) + tuple(ranges[a] for a in axes), reduce_op)
+                        for body in inner[i * len(copies):(i + 1) * len(copies)]]
+            out = partials[0]
+            for partial in partials[1:]:
+                out = UOp(reduce_op, node.dtype, (out, partial))
+            outs.append(out)
         return tuple(outs)
 
 
@@ -184,7 +188,10 @@ def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
     else:
         gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", sym.max_value(total)))
         thread_valid, global_size, local_size = None, (total, 1, 1), (1, 1, 1)
-    coords = [sym.mod(sym.idiv(gid, stride), g) for stride, g in zip(contiguous_strides(grid), grid)]
+    # neighbouring parallel indices (and so each thread's slice) step along the last axis of the order fastest
+    order = opts.order or tuple(range(len(shape)))
+    strides = dict(zip(order, contiguous_strides([grid[axis] for axis in order])))
+    coords = [sym.mod(sym.idiv(gid, strides[axis]), g) for axis, g in enumerate(grid)]
     combos = list(itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
     idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
                  for combo in combos)

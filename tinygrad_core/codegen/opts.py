@@ -51,7 +51,9 @@ def choose_opts(ast: UOp, renderer, shared: bool = True) -> KernelOpts:
         # a matmul-shaped kernel: upcast two broadcast axes into a register tile
         for axis in sorted(_expanded_axes(reduces[0].src[0]) - set(reduces[0].arg[1]), reverse=True)[:2]:
             try_upcast(axis, 4)
-    elif budget > 1 and shape[-1] > 1:
+    elif budget > 1 and shape[-1] > 1 and not renderer.simd_width:
+        # (a SIMD CPU's compiler vectorises the parallel loop of an elementwise kernel itself: copies would only
+        # make more code to compile)
         try_upcast(len(shape) - 1, min(budget, 4))
     unroll = 1
     if reduces and renderer.max_unroll > 1:
@@ -83,6 +85,19 @@ def _load_strides(value: UOp) -> list[tuple[dict[int, int], int, int]]:
 
 BIG_REDUCE = 1 << 26        # output elements x reduce length (a 512^3 matmul is 2^27)
 MEDIUM_REDUCE = 1 << 20
+SHORT_LOOP_VECTORS = 4      # an innermost reduce loop this many vectors long or shorter counts as short
+NEAR_ROWS_BYTES = 4096      # strided loads whose rows are closer than a page can keep them in cache (see order)
+
+
+def _lane_unroll(value: UOp, loads, lanes: int) -> int:
+    """A short contiguous innermost reduce loop inside other reduce loops (a convolution's weight gradient sums over
+    batch, rows and a 16-wide row): vectorised by LLVM, its vector of partial sums would be added up at every exit.
+    Unrolled by a vector's width instead, each lane gets an accumulator of its own, summed once at the very end."""
+    reduce_axes = next(u.arg[1] for u in value.toposort() if u.op is Ops.REDUCE_AXIS)
+    length = max((length for _, step, length in loads if step), default=0)
+    if len(reduce_axes) < 2 or not 0 < length <= SHORT_LOOP_VECTORS * lanes:
+        return 1
+    return next((u for u in (lanes, lanes // 2) if u > 1 and length % u == 0), 1)
 
 
 def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
@@ -97,7 +112,8 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
     strided = [axes for axes, step, length in loads if step not in (0, 1) or (step and length < lanes)]
     # every upcast lane is lowered, rendered and compiled separately: small kernels get small tiles (a 128x128x784
     # matmul gains little from the largest tile but would pay for it in compile time)
-    work = prod(shape) * max((length for _, _, length in loads), default=1)
+    reduce = next(u for u in value.toposort() if u.op is Ops.REDUCE_AXIS)
+    work = prod(shape) * prod(reduce.src[0].shape[axis] for axis in reduce.arg[1])
     size = 2 if work >= BIG_REDUCE else 1 if work >= MEDIUM_REDUCE else 0
     upcast: dict[int, int] = {}
     budget = renderer.max_upcast
@@ -116,10 +132,12 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
         moving = [axes for axes, step, _ in loads if step]
         broadcast = [i for i in range(len(shape)) if shape[i] > 1 and any(axes[i] == 0 for axes in moving) and
                      any(axes[i] for axes in moving)]
+        unroll = _lane_unroll(value, loads, lanes) if size else 1
+        budget //= unroll
         # the innermost two that a tile fits (a 3x3 kernel's axes would take no tile and block the others)
         for axis in [i for i in broadcast if fitting(i, (4, 2))][-2:] if size else ():
             try_upcast(axis, (4, 2))
-        return KernelOpts(tuple(sorted(upcast.items())))
+        return KernelOpts(tuple(sorted(upcast.items())), unroll=unroll)
     contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes in strided) and
                   any(axes[i] == 1 for axes in strided)]
     if contiguous:
@@ -135,4 +153,11 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
             fits = [i for i in reused if fitting(i, rows)]     # e.g. not a 3x3 kernel's axis
             if fits:
                 try_upcast(fits[-1], rows)
-    return KernelOpts(tuple(sorted(upcast.items())))
+    order = ()
+    if size == 2 and max(abs(step) for _, step, _ in loads) * value.dtype.itemsize < NEAR_ROWS_BYTES:
+        # neighbouring parallel indices (a thread's slice) read the same rows of the strided loads while those are
+        # in cache: the axes along which they move, other than in the register tile, go slowest. (Rows a page or
+        # more apart can't stay in cache, they compete for the same cache sets: there the output's order does better)
+        order = tuple(sorted(range(len(shape)), key=lambda i: (i in upcast or all(axes[i] == 0 for axes in strided),
+                                                               i)))
+    return KernelOpts(tuple(sorted(upcast.items())), order=() if order == tuple(range(len(shape))) else order)

@@ -64,14 +64,14 @@ def match(ast: UOp, renderer) -> TilePlan | None:
     """The tile plan when some tensor core of the renderer can run this kernel, else None."""
     store = ast.src[0]
     value = store.src[1]
-    if len(value.shape) != 2 or not all(isinstance(s, int) for s in value.shape):
+    if not all(isinstance(s, int) for s in value.shape):
         return None
     # the store may cast the accumulator once, to the output's type
     reduce = _strip(value, (Ops.RESHAPE,))
     if reduce.op is Ops.CAST and reduce.dtype == store.src[0].dtype:
         reduce = _strip(reduce.src[0], (Ops.RESHAPE,))
     if reduce.op is not Ops.REDUCE_AXIS or reduce.arg[0] is not Ops.ADD or len(reduce.src[0].shape) != 3 or \
-            reduce.arg[1] != (2,) or reduce.src[0].shape[:2] != value.shape:
+            reduce.arg[1] != (2,) or [s for s in value.shape if s != 1] != [s for s in reduce.shape if s != 1]:
         return None
     product = _strip(reduce.src[0], (Ops.CAST,))
     if product.op is not Ops.MUL:

@@ -33,7 +33,7 @@ def linear_program(ast: UOp, renderer, opts) -> tuple[list[UOp], tuple, tuple]:
 class CompiledRunner:
     """A kernel ready to launch on one device: its linear program, source, binary and launch geometry."""
 
-    def __init__(self, device: str, ast: UOp, opts=None):
+    def __init__(self, device: str, ast: UOp, opts=None, compile_now: bool = True):
         compiled = Device[device]
         renderer = compiled.renderer
         self.device, self.ast = device, ast
@@ -45,7 +45,8 @@ class CompiledRunner:
         self.src = renderer.render(self.name, self.uops)
         if DEBUG >= 4:
             print(self.src)
-        self.lib = compiled.compiler.compile_cached(self.src)
+        if compile_now:     # else the caller sets lib (compile_new_kernels compiles many kernels at once)
+            self.lib = compiled.compiler.compile_cached(self.src)
 
     @functools.cached_property
     def program(self):
@@ -82,6 +83,22 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
     return runner
 
 
+def compile_new_kernels(schedule: list[ScheduleItem]):
+    """Render the schedule's kernels that have no runner yet, then compile them per device as one batch: a backend
+    may compile a batch on all its cores (a fresh process's first training step compiles dozens of kernels)."""
+    if BEAM:            # the search compiles its candidates itself
+        return
+    new: dict[tuple[str, UOp], None] = {}
+    for item in schedule:
+        if item.ast.op is not Ops.COPY and item.ast not in Device[item.bufs[0].device].kernel_cache:
+            new[(item.bufs[0].device, item.ast)] = None
+    for device in dict.fromkeys(device for device, _ in new):
+        runners = [CompiledRunner(device, ast, compile_now=False) for d, ast in new if d == device]
+        for runner, lib in zip(runners, Device[device].compiler.compile_cached_many([r.src for r in runners])):
+            runner.lib = lib
+            Device[device].kernel_cache[runner.ast] = runner
+
+
 def runner_for(item: ScheduleItem):
     if item.ast.op is Ops.COPY:
         return CopyRunner()
@@ -104,6 +121,7 @@ def run_schedule(schedule: list[ScheduleItem]):
     if DEBUG >= 3 and schedule:
         print(f"schedule: {len(schedule)} items\n" + graph_roots_in_order(schedule))
     started = time.perf_counter()
+    compile_new_kernels(schedule)
     for item in schedule:
         runner = runner_for(item)
         seconds = launch(runner, item.bufs, item.var_vals, wait=DEBUG >= 2)

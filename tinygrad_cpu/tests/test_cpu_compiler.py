@@ -9,7 +9,8 @@ from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops
 from tinygrad_cpu.compiler import LLVMCompiler, split_binary
 from tinygrad_cpu.runtime import CPUProgram
-from cpu_kernel_runner import run_elementwise
+from tinygrad_core.engine.realize import CompiledRunner
+from cpu_kernel_runner import elementwise_ast, run_elementwise
 
 HEADER = "; tinygrad_cpu work_per_index=1 buffers=1 vars=0\n"
 GOOD = HEADER + """define void @"add_one"(ptr noalias %data0, i32 %start, i32 %end) nounwind {
@@ -80,3 +81,25 @@ def test_disk_cache_reuses_binaries(tmp_path, monkeypatch):
     np.testing.assert_array_equal(first, x * x)
     np.testing.assert_array_equal(second, x * x)
     assert list(tmp_path.rglob("*")) == entries            # the second run compiled nothing new
+
+
+def test_a_batch_compiles_on_several_processes_to_the_same_binaries(monkeypatch):
+    monkeypatch.setenv("TINYGRAD_CPU_THREADS", "2")
+    compiler = LLVMCompiler()
+    sources = [GOOD.replace("1.0", f"{i}.0") for i in range(3)]
+    assert compiler.compile_many(sources) == [compiler.compile(src) for src in sources]
+
+
+def test_a_bad_kernel_in_a_batch_raises_compile_error_with_its_source(monkeypatch):
+    monkeypatch.setenv("TINYGRAD_CPU_THREADS", "2")
+    bad = GOOD.replace("fadd float %x, 1.0", "fadd float %x, %undefined_value")
+    with pytest.raises(CompileError) as info:
+        LLVMCompiler().compile_many([GOOD, bad])
+    assert info.value.source == bad and "undefined_value" in info.value.message
+
+
+@pytest.mark.parametrize("size, kept_as_written", [(64, True), (1 << 20, False)])
+def test_only_small_kernels_ask_llvm_to_leave_their_loops_alone(size, kept_as_written):
+    # vectorising a loop of a few dozen trips gains nothing and doubles the compile time
+    src = CompiledRunner("CPU", elementwise_ast(Ops.ADD, dtypes.float32, [dtypes.float32] * 2, size)).src
+    assert ('"llvm.loop.vectorize.enable", i1 false' in src) == kept_as_written

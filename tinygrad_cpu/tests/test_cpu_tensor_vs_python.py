@@ -4,8 +4,10 @@ Sizes are small and deliberately not multiples of the upcast/unroll amounts, so 
 import numpy as np
 import pytest
 from tinygrad_core import Tensor, dtypes
+from tinygrad_core.codegen.lower import KernelOpts
 from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.device import Device
+from tinygrad_core.engine.realize import CompiledRunner
 
 rng = np.random.default_rng(42)
 A = rng.standard_normal((5, 7), dtype=np.float32)
@@ -95,8 +97,13 @@ BIG_CASES = {
     "weight_gradient": (lambda r: (r.standard_normal((64, 128), dtype=np.float32),
                                    r.standard_normal((64, 784), dtype=np.float32)),
                         lambda g, x: g.T @ x, lambda g, x: g.T @ x, ((0, 4), (1, 16))),
+    # the kernel computes in the reduce's own shape (1, 1024); sum(axis=0) only views it without the first axis
     "sum_rows": (lambda r: (r.standard_normal((1024, 1024), dtype=np.float32),),
-                 lambda m: m.sum(axis=0), lambda m: m.sum(axis=0), ((0, 32),)),
+                 lambda m: m.sum(axis=0), lambda m: m.sum(axis=0), ((1, 32),)),
+    # b's rows are 4 KiB apart: it is packed into panels of 64 columns, the product is computed as (96, 16, 1, 64)
+    "matmul_packed": (lambda r: (r.standard_normal((96, 384), dtype=np.float32),
+                                 r.standard_normal((384, 1024), dtype=np.float32)),
+                      lambda a, b: a @ b, lambda a, b: a @ b, ((0, 4), (3, 16))),
     "sum_columns": (lambda r: (r.standard_normal((1030, 1024), dtype=np.float32),),
                     lambda m: m.sum(axis=1), lambda m: m.sum(axis=1), ()),
 }
@@ -111,3 +118,29 @@ def test_tiled_kernels_match_numpy(name):
     assert choose_opts(kernel.ast, Device["CPU"].renderer).upcast == upcast
     out = program(*[Tensor(x, device="CPU") for x in arrays])
     np.testing.assert_allclose(out.numpy(), reference(*arrays), rtol=1e-4, atol=1e-3)
+
+
+def test_conv_weight_gradient_sums_its_short_rows_in_vector_lanes():
+    # the weight gradient sums over batch, rows and 16-wide rows: each lane of a vector gets a partial sum of its own
+    x = rng.standard_normal((8, 16, 16, 16), dtype=np.float32)
+    g = rng.standard_normal((8, 32, 16, 16), dtype=np.float32)
+    tx, tw = Tensor(x, device="CPU"), Tensor(np.zeros((32, 16, 3, 3), np.float32), device="CPU", requires_grad=True)
+    (tx.conv2d(tw, padding=1) * Tensor(g, device="CPU")).sum().backward()
+    kernel = tw.grad.schedule()[-1]
+    assert choose_opts(kernel.ast, Device["CPU"].renderer).unroll == 16
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
+    np.testing.assert_allclose(tw.grad.numpy(), np.einsum("bohw,bihwyx->oiyx", g, windows), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("opts", [KernelOpts(), KernelOpts(order=(1, 0, 2)),
+                                  KernelOpts(((0, 2), (1, 8)), order=(1, 2, 0)), KernelOpts(unroll=4),
+                                  KernelOpts(((1, 8),), unroll=20)], ids=str)
+def test_walk_order_and_lane_unroll_keep_results(opts):
+    # the parallel index may walk the output (here 6 x 24 x 1) in another order, a reduce may keep a partial sum per
+    # unrolled copy: neither changes what is computed
+    a, b = rng.standard_normal((6, 20), dtype=np.float32), rng.standard_normal((20, 24), dtype=np.float32)
+    item = (Tensor(a, device="CPU") @ Tensor(b, device="CPU")).schedule()[-1]
+    for buf in item.bufs:
+        buf.ensure_allocated()
+    CompiledRunner("CPU", item.ast, opts)(item.bufs)
+    np.testing.assert_allclose(item.bufs[0].numpy().reshape(6, 24), a @ b, rtol=1e-5, atol=1e-5)
