@@ -92,7 +92,8 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     # walk each kernel's graph. A reduce becomes a kernel of its own when fusing it would repeat it: when it is seen
     # through an EXPAND or inside another reduce (it would be recomputed per element), or from a second kernel.
     # Likewise costly elementwise work that a reduce reads through an EXPAND (a batchnorm's backward feeding a
-    # convolution's gradients would be recomputed for every input channel and kernel position)
+    # convolution's gradients would be recomputed for every input channel and kernel position), and costly work that
+    # two kernels read (a convolution's input gradient feeding a batchnorm's backward: two reduces and an update)
     reached_by: dict[UOp, UOp] = {}
     done = 0
     while done < len(roots):
@@ -112,6 +113,10 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
             if u.op is Ops.EXPAND and in_reduce and _elementwise_work(expanded := _under_views(u.src[0]),
                                                                       is_root) >= COSTLY_ELEMENTWISE:
                 make_root(expanded)
+                continue
+            if u.op in GroupOp.ELEMENTWISE and reached_by.setdefault(u, root) is not root and \
+                    _elementwise_work(u, is_root) >= COSTLY_ELEMENTWISE:
+                make_root(u)          # read by two kernels: computed once, not twice
                 continue
             stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), in_reduce or u.op is Ops.REDUCE_AXIS)
                          for s in u.src)
@@ -186,8 +191,10 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
     return ordered
 
 
-COSTLY_ELEMENTWISE = 12     # ALU ops; a square root or a division counts as several (OP_WEIGHT)
-OP_WEIGHT = {Ops.SQRT: 4, Ops.RECIP: 4, Ops.EXP2: 4, Ops.LOG2: 4, Ops.SIN: 4}
+COSTLY_ELEMENTWISE = 12     # weighted ops (OP_WEIGHT)
+# a square root or a division counts as several ops; a reshape of a view costs a division and a remainder per index,
+# a pad a bounds check
+OP_WEIGHT = {Ops.SQRT: 4, Ops.RECIP: 4, Ops.EXP2: 4, Ops.LOG2: 4, Ops.SIN: 4, Ops.RESHAPE: 2, Ops.PAD: 1}
 
 
 def _under_views(u: UOp) -> UOp:
@@ -198,7 +205,8 @@ def _under_views(u: UOp) -> UOp:
 
 
 def _elementwise_work(u: UOp, is_root: set[UOp]) -> int:
-    """How many ALU ops a kernel fusing u computes per element of u (stopping at buffers, reduces, other kernels)."""
+    """How many ALU ops a kernel fusing u computes per element of u (stopping at buffers, reduces, other kernels),
+    the index math of views included."""
     work, walked, stack = 0, set(), [u]
     while stack:
         node = _resolve(stack.pop())
@@ -206,8 +214,7 @@ def _elementwise_work(u: UOp, is_root: set[UOp]) -> int:
                 (node in is_root and node is not u):
             continue
         walked.add(node)
-        if node.op in GroupOp.ALU:
-            work += OP_WEIGHT.get(node.op, 1)
+        work += OP_WEIGHT.get(node.op, 1 if node.op in GroupOp.ALU else 0)
         stack.extend(node.src)
     return work
 

@@ -43,9 +43,10 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
     for (a, x), (b, y) in zip(base.upcast, base.upcast[1:]):    # the same tile area in another aspect ratio
         tiled({a: x * 2, b: y // 2})
         tiled({a: x // 2, b: y * 2})
-    if not base.upcast and shape and shape[-1] > 1:  # nothing tiled: try lanes on the innermost axis
-        out += [KernelOpts(((len(shape) - 1, a),), base.local_size, base.unroll)
-                for a in (4, 8, 16) if shape[-1] % a == 0 and a <= renderer.max_upcast]
+    inner = max((i for i, s in enumerate(shape) if s > 1), default=None)
+    if not base.upcast and inner is not None:    # nothing tiled: try lanes on the innermost axis that has a size
+        out += [KernelOpts(((inner, a),), base.local_size, base.unroll)
+                for a in (4, 8, 16) if shape[inner] % a == 0 and a <= renderer.max_upcast]
     out += [KernelOpts(base.upcast, base.local_size, u) for u in (1, 2, 4, 8)
             if u <= renderer.max_unroll and reduce_size % u == 0]
     if renderer.has_local:
