@@ -93,7 +93,7 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     # through an EXPAND or inside another reduce (it would be recomputed per element), or from a second kernel.
     # Likewise costly elementwise work that a reduce reads through an EXPAND (a batchnorm's backward feeding a
     # convolution's gradients would be recomputed for every input channel and kernel position), and costly work that
-    # two kernels read (a convolution's input gradient feeding a batchnorm's backward: two reduces and an update)
+    # reduces of two kernels read (a convolution's input gradient feeding a batchnorm's backward)
     reached_by: dict[UOp, UOp] = {}
     done = 0
     while done < len(roots):
@@ -114,9 +114,9 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
                                                                       is_root) >= COSTLY_ELEMENTWISE:
                 make_root(expanded)
                 continue
-            if u.op in GroupOp.ELEMENTWISE and reached_by.setdefault(u, root) is not root and \
+            if u.op in GroupOp.ELEMENTWISE and in_reduce and reached_by.setdefault(u, root) is not root and \
                     _elementwise_work(u, is_root) >= COSTLY_ELEMENTWISE:
-                make_root(u)          # read by two kernels: computed once, not twice
+                make_root(u)          # read inside a reduce by a second kernel: computed once, not twice
                 continue
             stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), in_reduce or u.op is Ops.REDUCE_AXIS)
                          for s in u.src)
