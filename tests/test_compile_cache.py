@@ -75,3 +75,29 @@ def test_a_batch_compiles_only_its_uncached_kernels_and_all_of_them_together(tmp
     assert compiler.batches == [["kernel d"], ["kernel e", "kernel f"]]
     assert compiler.compile_cached_many(["kernel f", "kernel e"]) == [b"binary of kernel f", b"binary of kernel e"]
     assert compiler.calls == 3
+
+
+def test_rendered_programs_are_remembered_only_where_the_renderer_allows(tmp_path, monkeypatch):
+    """A renderer with cache_programs gets its programs back from the disk without lowering them again (same source,
+    same opts); one without it, NOOPT=1, or explicit opts always build the program."""
+    import numpy as np
+    from tinygrad_core import Context, Device, Tensor
+    from tinygrad_core.engine import realize
+    from tinygrad_core.renderer import Renderer
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path))
+    device = Device.DEFAULT
+    ast = (Tensor(np.ones((8, 16), np.float32)) @ Tensor(np.ones((16, 4), np.float32))).schedule()[-1].ast
+    first = realize.CompiledRunner(device, ast)
+
+    def no_lowering(*args):
+        raise AssertionError("lowered again")
+    monkeypatch.setattr(realize, "linear_program", no_lowering)
+    if Device[device].renderer.cache_programs:
+        again = realize.CompiledRunner(device, ast)
+        assert (again.src, again.opts, again.global_size, again.name) == (first.src, first.opts, first.global_size,
+                                                                          first.name)
+    with Context(NOOPT=1), pytest.raises(AssertionError, match="lowered again"):
+        realize.CompiledRunner(device, ast)
+    with pytest.raises(AssertionError, match="lowered again"):
+        realize.CompiledRunner(device, ast, first.opts)
+    assert Renderer.cache_programs is False      # third-party renderers opt in

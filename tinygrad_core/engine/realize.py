@@ -2,16 +2,21 @@
 
 This is where codegen, renderer, compiler and program meet; DEBUG output about kernels comes from here."""
 from __future__ import annotations
+import dataclasses
 import functools
+import hashlib
+import json
+import pathlib
+import sys
 import time
 from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import linearize
-from tinygrad_core.codegen.lower import lower_kernel
+from tinygrad_core.codegen.lower import KernelOpts, lower_kernel
 from tinygrad_core.codegen.opts import choose_opts, has_symbolic_sizes
-from tinygrad_core.device import Buffer, Device
+from tinygrad_core.device import Buffer, Device, _read_cache_entry, _write_cache_entry
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import BEAM, DEBUG, GlobalCounters, colored, prod
+from tinygrad_core.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, cache_dir, colored, getenv, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
 from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 
@@ -30,23 +35,71 @@ def linear_program(ast: UOp, renderer, opts) -> tuple[list[UOp], tuple, tuple]:
     return uops, kernel.global_size, kernel.local_size
 
 
+def kernel_text(ast: UOp) -> str:
+    """A stable text form of a kernel AST: the same in every process."""
+    order = ast.toposort()
+    position = {u: i for i, u in enumerate(order)}
+    return "\n".join(f"{u.op.name} {u.dtype.name} {[position[s] for s in u.src]} {u.arg!r}" for u in order)
+
+
+@functools.cache
+def _code_digest(renderer_module: str) -> str:
+    """A digest of the core's code and the renderer's: a program remembered on disk is valid only for the code that
+    made it (a changed core, or an upgrade, simply misses)."""
+    digest = hashlib.sha256()
+    files = sorted(pathlib.Path(__file__).parents[1].rglob("*.py"))
+    for f in files + [pathlib.Path(sys.modules[renderer_module].__file__)]:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()
+
+
+def _program_path(device: str, renderer, ast: UOp) -> pathlib.Path:
+    config = repr(sorted((k, repr(v)) for k, v in vars(renderer).items()))
+    code = f"{_code_digest(type(renderer).__module__)}|{device}|{type(renderer).__qualname__}"
+    key = f"{code}|{config}|{kernel_text(ast)}"
+    return cache_dir() / "programs" / hashlib.sha256(key.encode()).hexdigest()
+
+
 class CompiledRunner:
-    """A kernel ready to launch on one device: its linear program, source, binary and launch geometry."""
+    """A kernel ready to launch on one device: its linear program, source, binary and launch geometry.
+
+    With the heuristic's opts, on renderers that allow it (`cache_programs`), the rendered program is remembered on
+    disk too (a fresh process then skips lowering, most of a warm first step's time)."""
 
     def __init__(self, device: str, ast: UOp, opts=None, compile_now: bool = True):
         compiled = Device[device]
         renderer = compiled.renderer
         self.device, self.ast = device, ast
-        self.opts = opts if opts is not None else choose_opts(ast, renderer)
-        self.uops, self.global_size, self.local_size = linear_program(ast, renderer, self.opts)
-        self.name = kernel_name(ast, self.opts)
-        self.vars = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
-        self.flops, self.mem_estimate = count_work(self.uops, self.global_size, self.local_size), _bytes_moved(ast)
-        self.src = renderer.render(self.name, self.uops)
+        remembered = opts is None and renderer.cache_programs and getenv("DISK_CACHE", 1) and not NOOPT and \
+            not has_symbolic_sizes(ast) and not any(u.op is Ops.DEFINE_VAR for u in ast.toposort())
+        path = _program_path(device, renderer, ast) if remembered else None
+        if path is not None and (entry := _read_cache_entry(path)) is not None:
+            saved = json.loads(entry)
+            self.opts = KernelOpts(**{k: tuple(map(tuple, v)) if k == "upcast" else tuple(v) if isinstance(v, list)
+                                      else v for k, v in saved["opts"].items()})
+            self.name, self.src, self.flops, self.vars = saved["name"], saved["src"], saved["flops"], []
+            self.global_size, self.local_size = tuple(saved["global_size"]), tuple(saved["local_size"])
+        else:
+            self.opts = opts if opts is not None else choose_opts(ast, renderer)
+            self.uops, self.global_size, self.local_size = linear_program(ast, renderer, self.opts)
+            self.name = kernel_name(ast, self.opts)
+            self.vars = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
+            self.flops = count_work(self.uops, self.global_size, self.local_size)
+            self.src = renderer.render(self.name, self.uops)
+            if path is not None:
+                _write_cache_entry(path, json.dumps({
+                    "opts": dataclasses.asdict(self.opts), "name": self.name, "src": self.src, "flops": self.flops,
+                    "global_size": self.global_size, "local_size": self.local_size}).encode())
+        self.mem_estimate = _bytes_moved(ast)
         if DEBUG >= 4:
             print(self.src)
         if compile_now:     # else the caller sets lib (compile_new_kernels compiles many kernels at once)
             self.lib = compiled.compiler.compile_cached(self.src)
+
+    @functools.cached_property
+    def uops(self) -> list[UOp]:
+        """The linear program (rebuilt on demand when the source came from the disk)."""
+        return linear_program(self.ast, Device[self.device].renderer, self.opts)[0]
 
     @functools.cached_property
     def program(self):
@@ -131,7 +184,8 @@ def run_schedule(schedule: list[ScheduleItem]):
         if DEBUG >= 2:
             GlobalCounters.time_sum_s += seconds or 0
             shape = "x".join(map(repr, item.node.shape)) or "scalar"
-            gflops = f"{runner.flops / seconds / 1e9:8.2f} GFLOP/s" if seconds and isinstance(runner, CompiledRunner) else ""
+            compiled = isinstance(runner, CompiledRunner)
+            gflops = f"{runner.flops / seconds / 1e9:8.2f} GFLOP/s" if seconds and compiled else ""
             print(f"  {colored(f'{runner.name:32s}', 'cyan')} {item.bufs[0].device:6s} {shape:>18s} "
                   f"{(seconds or 0) * 1e3:9.3f} ms {gflops}")
     if DEBUG >= 1 and schedule:

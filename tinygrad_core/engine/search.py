@@ -11,7 +11,7 @@ import numpy as np
 from tinygrad_core.codegen.lower import KernelOpts
 from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.device import Buffer, Device, _read_cache_entry, _write_cache_entry
-from tinygrad_core.engine.realize import CompiledRunner
+from tinygrad_core.engine.realize import CompiledRunner, kernel_text
 from tinygrad_core.helpers import DEBUG, cache_dir, prod
 from tinygrad_core.ops import Ops, UOp
 
@@ -57,12 +57,10 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
 
 
 def kernel_key(ast: UOp, device: str) -> str:
-    """A stable text form of the kernel (the same in every process), hashed with the device's compiler."""
-    order = ast.toposort()
-    position = {u: i for i, u in enumerate(order)}
-    text = "\n".join(f"{u.op.name} {u.dtype.name} {[position[s] for s in u.src]} {u.arg!r}" for u in order)
+    """The kernel's text form hashed with the device's compiler."""
     compiled = Device[device]
-    return hashlib.sha256(f"{compiled.compiler.cachekey}|{compiled.renderer.device}|{text}".encode()).hexdigest()
+    text = f"{compiled.compiler.cachekey}|{compiled.renderer.device}|{kernel_text(ast)}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def scratch_buffers(ast: UOp, device: str) -> list[Buffer]:

@@ -34,6 +34,9 @@ class Renderer:
     default_local_size: int = 1        # threads per group (has_local renderers)
     simd_width: int = 0                # bytes per SIMD register (CPUs): tile reduces by memory strides, see opts.py
     tensor_cores: tuple[TensorCore, ...] = ()   # matmul-shaped kernels become WMMA ops (codegen/tensor_cores.py)
+    # True when what render() makes depends only on the kernel, the core's code, this renderer's module and its
+    # attributes: the core may then remember rendered programs on disk (a fresh process skips lowering them)
+    cache_programs: bool = False
 
     def render(self, name: str, uops: list[UOp]) -> str:
         raise NotImplementedError
