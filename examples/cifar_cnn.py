@@ -21,19 +21,20 @@ CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32).reshape(1, 3, 1
 
 
 class TinyCNN:
-    def __init__(self):
-        # convolution + batch norm + activation blocks
-        self.conv1 = Conv2d(3, 32, kernel_size=3, padding=1)
-        self.bn1 = BatchNorm2d(32)
-        self.conv2 = Conv2d(32, 64, kernel_size=3, padding=1)
-        self.bn2 = BatchNorm2d(64)
-        self.conv3 = Conv2d(64, 128, kernel_size=3, padding=1)
-        self.bn3 = BatchNorm2d(128)
-        self.conv4 = Conv2d(128, 256, kernel_size=3, padding=1)
-        self.bn4 = BatchNorm2d(256)
+    def __init__(self, width: int = 32):
+        # convolution + batch norm + activation blocks (the seed's widths: 32, 64, 128, 256)
+        self.conv1 = Conv2d(3, width, kernel_size=3, padding=1)
+        self.bn1 = BatchNorm2d(width)
+        self.conv2 = Conv2d(width, 2 * width, kernel_size=3, padding=1)
+        self.bn2 = BatchNorm2d(2 * width)
+        self.conv3 = Conv2d(2 * width, 4 * width, kernel_size=3, padding=1)
+        self.bn3 = BatchNorm2d(4 * width)
+        self.conv4 = Conv2d(4 * width, 8 * width, kernel_size=3, padding=1)
+        self.bn4 = BatchNorm2d(8 * width)
         # fully connected layers
-        self.fc1 = Linear(256 * 8 * 8, 512)   # two 2x2 poolings: 32x32 -> 16x16 -> 8x8
-        self.fc2 = Linear(512, 10)
+        self.features = 8 * width * 8 * 8     # two 2x2 poolings: 32x32 -> 16x16 -> 8x8
+        self.fc1 = Linear(self.features, 16 * width)
+        self.fc2 = Linear(16 * width, 10)
 
     def __call__(self, x: Tensor) -> Tensor:
         x = self.bn1(self.conv1(x)).relu()
@@ -42,7 +43,7 @@ class TinyCNN:
         x = self.bn3(self.conv3(x)).relu()
         x = self.bn4(self.conv4(x)).relu()
         x = x.avg_pool2d(kernel_size=2)
-        x = x.reshape(shape=(-1, 256 * 8 * 8))
+        x = x.reshape(shape=(-1, self.features))
         x = self.fc1(x).relu()
         return self.fc2(x)
 

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 from tinygrad_core import Tensor, Function, TinyJit
-from tinygrad_core.nn import Linear, Conv2d, BatchNorm2d
+from tinygrad_core.nn import Linear
 import tinygrad_core.nn.optim as optim
 from tinygrad_core.nn.optim import Adam
 from tinygrad_core.nn.datasets import load_mnist
@@ -53,37 +53,9 @@ def test_seed_tiny_mlp_with_sgd_learns_random_labels():
     assert losses[-1] < losses[0] - 0.05, losses
 
 
-class TinyCNN:
-    """The seed's section 4.2 TinyCNN with every width divided by 8, so the test stays fast on the reference
-    interpreter (examples/cifar_cnn.py runs it at full width)."""
-
-    def __init__(self):
-        self.conv1 = Conv2d(3, 4, kernel_size=3, padding=1)
-        self.bn1 = BatchNorm2d(4)
-        self.conv2 = Conv2d(4, 8, kernel_size=3, padding=1)
-        self.bn2 = BatchNorm2d(8)
-        self.conv3 = Conv2d(8, 16, kernel_size=3, padding=1)
-        self.bn3 = BatchNorm2d(16)
-        self.conv4 = Conv2d(16, 32, kernel_size=3, padding=1)
-        self.bn4 = BatchNorm2d(32)
-        self.fc1 = Linear(32 * 8 * 8, 64)
-        self.fc2 = Linear(64, 10)
-
-    def __call__(self, x):
-        x = self.bn1(self.conv1(x)).relu()
-        x = self.bn2(self.conv2(x)).relu()
-        x = x.avg_pool2d(kernel_size=2)
-        x = self.bn3(self.conv3(x)).relu()
-        x = self.bn4(self.conv4(x)).relu()
-        x = x.avg_pool2d(kernel_size=2)
-        x = x.reshape(shape=(-1, 32 * 8 * 8))
-        x = self.fc1(x).relu()
-        x = self.fc2(x)
-        return x
-
-
 def test_seed_tiny_cnn_with_adam_and_no_grad_evaluation():
-    model = TinyCNN()
+    from cifar_cnn import TinyCNN
+    model = TinyCNN(width=4)        # the seed's widths divided by 8: fast on the reference interpreter
     optimizer = Adam([*model.conv1.parameters(), *model.bn1.parameters(), *model.conv2.parameters(),
                       *model.bn2.parameters(), *model.conv3.parameters(), *model.bn3.parameters(),
                       *model.conv4.parameters(), *model.bn4.parameters(), *model.fc1.parameters(),
