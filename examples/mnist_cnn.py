@@ -8,11 +8,11 @@ import numpy as np
 from tinygrad_core import Tensor
 from tinygrad_core.nn import Conv2d, BatchNorm2d, Linear
 from tinygrad_core.nn.optim import Adam, StepLR
-from tinygrad_core.nn.datasets import Batches, load_mnist, random_crop
+from tinygrad_core.nn.datasets import random_crop
 from tinygrad_core.nn.state import get_parameters
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import parse_args, train, evaluate, finish, limit  # noqa: E402
+from training import parse_args, train_on_mnist  # noqa: E402
 from mnist_mlp import normalize  # noqa: E402
 
 
@@ -39,15 +39,9 @@ def augment(x: np.ndarray, rng) -> np.ndarray:
 
 def main(argv=None) -> float:
     args = parse_args(__doc__.splitlines()[0], epochs=3, batch_size=128, lr=2e-3, argv=argv)
-    X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
     model = MnistCNN()
     optimizer = Adam(get_parameters(model), lr=args.lr)
-    batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,
-                      transform=augment, seed=args.seed)
-    train(model, optimizer, batches, args.epochs, jit=not args.no_jit, scheduler=StepLR(optimizer, 1, gamma=0.5))
-    accuracy = evaluate(model, X_test, Y_test, normalize, jit=not args.no_jit)
-    finish(model, accuracy, args.save)
-    return accuracy
+    return train_on_mnist(args, model, optimizer, augment, normalize, scheduler=StepLR(optimizer, 1, gamma=0.5))
 
 
 if __name__ == "__main__":

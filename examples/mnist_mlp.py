@@ -8,10 +8,9 @@ import numpy as np
 from tinygrad_core import Tensor
 from tinygrad_core.nn import Linear
 from tinygrad_core.nn.optim import Adam
-from tinygrad_core.nn.datasets import Batches, load_mnist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training import parse_args, train, evaluate, finish, limit  # noqa: E402
+from training import parse_args, train_on_mnist  # noqa: E402
 
 
 class TinyMLP:
@@ -32,15 +31,9 @@ def normalize(x: np.ndarray, rng=None) -> np.ndarray:
 
 def main(argv=None) -> float:
     args = parse_args(__doc__.splitlines()[0], epochs=5, batch_size=128, lr=1e-3, argv=argv)
-    X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
     model = TinyMLP()
     optimizer = Adam([model.l1.weight, model.l1.bias, model.l2.weight, model.l2.bias], lr=args.lr)
-    batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,
-                      transform=normalize, seed=args.seed)
-    train(model, optimizer, batches, args.epochs, jit=not args.no_jit)
-    accuracy = evaluate(model, X_test, Y_test, normalize, jit=not args.no_jit)
-    finish(model, accuracy, args.save)
-    return accuracy
+    return train_on_mnist(args, model, optimizer, normalize, normalize)
 
 
 if __name__ == "__main__":

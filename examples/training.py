@@ -7,7 +7,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 from tinygrad_core import Tensor, TinyJit, Device
-from tinygrad_core.nn.datasets import Batches
+from tinygrad_core.nn.datasets import Batches, load_mnist
 from tinygrad_core.nn.state import get_state_dict, safe_save
 
 
@@ -103,3 +103,15 @@ def finish(model, accuracy: float, save_path: str | None):
         safe_save(get_state_dict(model), save_path)
         print(f"saved weights to {save_path}")
     print(f"test accuracy: {accuracy:.2f}%")
+
+
+def train_on_mnist(args: argparse.Namespace, model, optimizer, transform, test_transform, scheduler=None) -> float:
+    """The MNIST run the examples share: shuffled batches of the (limited) training images through `transform`,
+    training with a progress bar, test accuracy (test images through `test_transform`), the weights saved if asked."""
+    X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
+    batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,
+                      transform=transform, seed=args.seed)
+    train(model, optimizer, batches, args.epochs, jit=not args.no_jit, scheduler=scheduler)
+    accuracy = evaluate(model, X_test, Y_test, test_transform, jit=not args.no_jit)
+    finish(model, accuracy, args.save)
+    return accuracy
