@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinygrad_core import Tensor
+from tinygrad_core.conformance.harness import numeric_gradient
 
 FLOAT_ATOL, FLOAT_RTOL = 1e-5, 1e-4
 GRAD_ATOL, GRAD_RTOL = 1e-4, 1e-3
@@ -29,21 +30,6 @@ def away_from(values: np.ndarray, points, margin: float = 0.05) -> np.ndarray:
         close = np.abs(values - p) < margin
         values[close] = p + np.where(values[close] >= p, margin, -margin) * 2
     return values
-
-
-def numeric_grad(np_fn, arrays: list[np.ndarray], weights: np.ndarray, eps: float = 1e-6) -> list[np.ndarray]:
-    """d sum(np_fn(*arrays) * weights) / d arrays, by central differences in float64."""
-    arrays = [a.astype(np.float64) for a in arrays]
-    grads = []
-    for n, a in enumerate(arrays):
-        g = np.zeros_like(a)
-        for i in np.ndindex(a.shape):
-            plus, minus = [x.copy() for x in arrays], [x.copy() for x in arrays]
-            plus[n][i] += eps
-            minus[n][i] -= eps
-            g[i] = (np.sum(np_fn(*plus) * weights) - np.sum(np_fn(*minus) * weights)) / (2 * eps)
-        grads.append(g)
-    return grads
 
 
 def assert_close(actual, expected, atol=FLOAT_ATOL, rtol=FLOAT_RTOL, what="value"):
@@ -88,7 +74,7 @@ def check(tiny_fn, np_fn, shapes=None, arrays=None, grad: bool = True, low: floa
         it = iter(floats)
         return np_fn(*[next(it) if f else a for a, f in zip(ref_inputs, is_float)])
 
-    expected_grads = numeric_grad(float_fn, float_arrays, weights)
+    expected_grads = numeric_gradient(float_fn, float_arrays, weights)
     for n, (t, g) in enumerate(zip(float_tensors, expected_grads)):
         actual = t.grad.numpy() if t.grad is not None else np.zeros(t.shape, np.float32)
         assert_close(actual, g, grad_atol, grad_rtol, f"gradient of input {n}")

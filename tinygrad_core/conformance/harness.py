@@ -177,3 +177,19 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, rtol: floa
         raise AssertionError(f"{what}: {int(bad.sum())} of {bad.size} values differ (rtol={rtol}, atol={atol}); "
                              f"first at flat index {i}: got {actual.reshape(-1)[i]!r}, expected "
                              f"{expected.reshape(-1)[i]!r}")
+
+
+def numeric_gradient(fn, inputs: list[np.ndarray], weights: np.ndarray, eps: float = 1e-6) -> list[np.ndarray]:
+    """d sum(fn(*inputs) * weights) / d inputs, by central differences in float64 (the expected gradients never come
+    from the code under test)."""
+    inputs = [x.astype(np.float64) for x in inputs]
+    grads = []
+    for k, x in enumerate(inputs):
+        grad = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            plus, minus = [v.copy() for v in inputs], [v.copy() for v in inputs]
+            plus[k][i] += eps
+            minus[k][i] -= eps
+            grad[i] = ((fn(*plus) * weights).sum() - (fn(*minus) * weights).sum()) / (2 * eps)
+        grads.append(grad)
+    return grads

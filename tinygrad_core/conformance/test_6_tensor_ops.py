@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tinygrad_core.conformance.harness import assert_close
+from tinygrad_core.conformance.harness import assert_close, numeric_gradient
 
 rng = np.random.default_rng(6)
 
@@ -102,20 +102,6 @@ CASES = [
     ("cat", [normal(2, 3), normal(1, 3)], lambda a, b: a.cat(b, dim=0), lambda a, b: np.concatenate([a, b])),
     ("slice", [normal(5, 6)], lambda a: a[1:4, ::2], lambda a: a[1:4, ::2]),
 ]
-
-
-def numeric_gradient(fn, inputs: list[np.ndarray], weights: np.ndarray, eps: float = 1e-6) -> list[np.ndarray]:
-    """d sum(fn(inputs) * weights) / d inputs, by central differences in float64."""
-    grads = []
-    for k, x in enumerate(inputs):
-        grad = np.zeros_like(x)
-        for i in np.ndindex(x.shape):
-            plus, minus = [v.copy() for v in inputs], [v.copy() for v in inputs]
-            plus[k][i] += eps
-            minus[k][i] -= eps
-            grad[i] = ((fn(*plus) * weights).sum() - (fn(*minus) * weights).sum()) / (2 * eps)
-        grads.append(grad)
-    return grads
 
 
 @pytest.mark.parametrize("inputs, fn, reference", [pytest.param(c[1], c[2], c[3], id=c[0]) for c in CASES])
