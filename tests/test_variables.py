@@ -79,6 +79,26 @@ def test_a_variable_is_a_number_in_tensor_math():
         assert_close((Tensor([1.0, 2.0]) * i.bind(n)).numpy(), np.array([1.0, 2.0]) * n)
 
 
+def test_kernels_reading_a_variable_work_in_a_later_process(tmp_path, monkeypatch):
+    """A program remembered on disk must not lose its Variables: a fresh process (an empty kernel cache, the same
+    disk cache) launches it with each value, whether the Variable is a size, a view's bound or a number."""
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path))
+    i = Variable("i", 1, 10)
+    x = np.arange(100, dtype=np.float32).reshape(10, 10)
+
+    def run(n):
+        a = Tensor(x).shrink(((0, 10), (0, i.bind(n))))
+        return (Tensor(i.bind(n)).item(), a.mean(1).numpy(), (Tensor([1.0, 2.0]) * i.bind(n)).numpy(),
+                Tensor(x)[i.bind(n) - 1].numpy())
+    for process in range(2):
+        Device[Device.DEFAULT].kernel_cache.clear()
+        for n in (3, 7):
+            value, means, scaled, row = run(n)
+            assert value == n and row.tolist() == x[n - 1].tolist()
+            assert_close(means, x[:, :n].mean(1))
+            assert_close(scaled, np.array([1.0, 2.0]) * n)
+
+
 def test_an_unbound_variable_in_a_shape_says_to_bind_it():
     i = Variable("i", 1, 10)
     with pytest.raises(ValueError, match=r"bind one, e\.g\. Variable\('i', 1, 10\)\.bind\(n\)"):

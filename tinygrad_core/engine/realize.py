@@ -35,6 +35,13 @@ def linear_program(ast: UOp, renderer, opts) -> tuple[list[UOp], tuple, tuple]:
     return uops, kernel.global_size, kernel.local_size
 
 
+def has_variables(ast: UOp) -> bool:
+    """Whether the kernel reads a Variable: in a size, a view's bounds (SHRINK/PAD) or as a number (CONST)."""
+    def mentions(arg) -> bool:
+        return isinstance(arg, UOp) or (isinstance(arg, tuple) and any(map(mentions, arg)))
+    return has_symbolic_sizes(ast) or any(u.op is Ops.DEFINE_VAR or mentions(u.arg) for u in ast.toposort())
+
+
 def kernel_text(ast: UOp) -> str:
     """A stable text form of a kernel AST: the same in every process."""
     order = ast.toposort()
@@ -71,7 +78,7 @@ class CompiledRunner:
         renderer = compiled.renderer
         self.device, self.ast = device, ast
         remembered = opts is None and renderer.cache_programs and getenv("DISK_CACHE", 1) and not NOOPT and \
-            not has_symbolic_sizes(ast) and not any(u.op is Ops.DEFINE_VAR for u in ast.toposort())
+            not has_variables(ast)
         path = _program_path(device, renderer, ast) if remembered else None
         if path is not None and (entry := _read_cache_entry(path)) is not None:
             saved = json.loads(entry)
@@ -127,7 +134,7 @@ class CopyRunner:
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
     compiled = Device[device]
     if (runner := compiled.kernel_cache.get(ast)) is None:
-        if BEAM and not has_symbolic_sizes(ast):
+        if BEAM and not has_variables(ast):     # (timing a candidate needs the Variables' values)
             from tinygrad_core.engine.search import fastest_runner     # (it builds on this module)
             runner = fastest_runner(device, ast)
         else:
