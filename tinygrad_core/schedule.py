@@ -296,9 +296,9 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem
     if root.op is Ops.ASSIGN and root.src[1] in is_root and _resolve(root.src[1]) is root.src[1]:
         raise AssertionError("assign value must be realized first")
     body = to_ast(value.src[0]) if value.op is Ops.CONTIGUOUS else to_ast(value)
-    # a reshape on top changes no byte of the result: the kernel computes in the shape before it, where a reduce's
-    # output axes are its own (codegen/opts.py tiles a kernel along them)
-    while body.op is Ops.RESHAPE and body.src[0].op is not Ops.LOAD:
+    # a reshape (or a detach) on top changes no byte of the result: the kernel computes in the shape before it, where
+    # a reduce's output axes are its own (codegen/opts.py tiles a kernel along them)
+    while body.op in (Ops.RESHAPE, Ops.DETACH) and body.src[0].op is not Ops.LOAD:
         body = body.src[0]
     if body.op is Ops.LOAD:          # a plain copy still needs a shape to index it
         body = body.reshape(sym.unbind(value.shape, var_vals))

@@ -207,7 +207,9 @@ class Tensor(CreationOps, NNOps):
         return self._unary(Ops.CONTIGUOUS)
 
     def contiguous_backward(self) -> Tensor:
-        return self
+        """The same values; the gradient arriving here is materialised in this tensor's layout before it flows on
+        (a product-sum below then reads it like a matmul operand, not through the views above)."""
+        return _ContiguousBackward.apply(self)
 
     def assign(self, x) -> Tensor:
         """Write x into this tensor's buffer (in place: other references to the tensor see the new value)."""
@@ -1037,6 +1039,11 @@ class Function:
         grads = self.backward(Tensor(g))
         grads = grads if isinstance(grads, (tuple, list)) else (grads,)
         return (None,) + tuple(None if gr is None else gr.uop for gr in grads)
+
+
+class _ContiguousBackward(Function):
+    def forward(self, x): return x                              # noqa: E704
+    def backward(self, grad_output): return grad_output.contiguous()  # noqa: E704
 
 
 __all__ = ["Tensor", "Function"]
