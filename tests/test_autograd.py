@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import assert_close, rand_array
 
-from tinygrad_core import Context, Function, Tensor, dtypes, gradcheck
+from tinygrad_core import Context, Function, GlobalCounters, Tensor, dtypes, gradcheck
 
 
 def test_backward_hand_derived():
@@ -300,3 +300,24 @@ def test_check_helper_catches_a_wrong_gradient():
         check(lambda x: WrongGrad.apply(x), lambda x: x, shapes=[(3,)])
     with pytest.raises(AssertionError, match="forward"):
         check(lambda x: x * 2, lambda x: x * 3, shapes=[(3,)], grad=False)
+
+
+def test_contiguous_backward_materialises_the_gradient_in_its_layout():
+    x_np = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w_np = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+
+    def grad_of_x(mark: bool):
+        x = Tensor(x_np, requires_grad=True)
+        y = x * 2
+        y = y.contiguous_backward() if mark else y
+        loss = (y.permute(1, 0).exp() * Tensor(w_np)).sum().realize()
+        GlobalCounters.reset()
+        loss.backward()
+        x.grad.realize()
+        assert_close(y.numpy(), x_np * 2)
+        return x.grad, GlobalCounters.kernel_count
+    (plain, plain_kernels), (marked, marked_kernels) = grad_of_x(False), grad_of_x(True)
+    assert_close(marked.numpy(), plain.numpy())
+    assert_close(marked.numpy(), 2 * np.exp(2 * x_np) * w_np.T)
+    # the marked gradient is a kernel of its own (written in y's layout), then doubled
+    assert marked_kernels == plain_kernels + 1
