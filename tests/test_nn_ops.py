@@ -68,6 +68,8 @@ CONV_CASES = [
     {"x": (1, 3, 4, 4), "w": (3, 1, 2, 2), "groups": 3},                 # depthwise
     {"x": (1, 2, 7, 6), "w": (4, 1, 3, 2), "groups": 2, "stride": (2, 1), "padding": 1, "dilation": (1, 2)},
     {"x": (1, 2, 3, 3), "w": (2, 2, 1, 1)},
+    {"x": (3, 4, 7, 7), "w": (6, 2, 3, 3), "groups": 2, "stride": 2, "padding": 1, "bias": True},   # im2col rows
+    {"x": (2, 3, 8, 8), "w": (5, 3, 2, 2), "stride": 2},                 # windows side by side
 ]
 
 

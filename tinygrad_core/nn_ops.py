@@ -105,15 +105,23 @@ class NNOps:
             x = x.contiguous()
         x = x._pool(tuple(kernel), stride, dilation)                                   # bs, cin, *out, *kernel
         outs, per_group, window = x.shape[2:2 + dims], cout // groups, cin_group * prod(kernel)
-        # im2col: each output position's window copied out as one row, (bs, *out, groups, cin_group * kernel), so
-        # the convolution is a matmul of rows by the weight, and so are both its gradients. Read through the window
-        # views instead, these product-sums index with divisions and run 10-50x slower.
-        x = x.permute(0, *range(2, 2 + dims), 1, *range(2 + dims, 2 + 2 * dims)).contiguous()
-        # one axis of rows: the weight's gradient is then a reduce over one long axis, which the kernel unrolls
-        x = x.reshape(bs * prod(outs), groups, 1, window).contiguous_backward()
-        w = weight.reshape(groups, per_group, window)
-        out = (x * w).sum(-1).reshape(bs, *outs, cout).contiguous_backward()
-        out = out.permute(0, 1 + dims, *range(1, 1 + dims))
+        if all(s == 1 for s in make_tuple(stride, dims)):
+            # stride 1: the product-sum reads the windows in place; neighbouring outputs read neighbouring inputs,
+            # so its loads vectorise along the output rows
+            x = x.reshape(bs, groups, cin_group, 1, *outs, *kernel)
+            x = x.expand(bs, groups, cin_group, per_group, *outs, *kernel)
+            x = x.permute(0, 1, 3, *[4 + i for i in range(dims)], 2, *[4 + dims + i for i in range(dims)])
+            w = weight.reshape(1, groups, per_group, *[1] * dims, cin_group, *kernel)
+            out = (x * w).sum([-1 - i for i in range(1 + dims)], keepdim=True).reshape(bs, cout, *outs)
+        else:
+            # strided: read in place, neighbouring outputs would gather inputs a stride apart (2-5 GFLOP/s). So each
+            # output position's window is copied out as one row (im2col) and the convolution is a matmul of rows by
+            # the weight; contiguous_backward makes both its gradients matmuls too.
+            x = x.permute(0, *range(2, 2 + dims), 1, *range(2 + dims, 2 + 2 * dims)).contiguous()
+            # one axis of rows: the weight's gradient is then a reduce over one long axis, which the kernel unrolls
+            x = x.reshape(bs * prod(outs), groups, 1, window).contiguous_backward()
+            out = (x * weight.reshape(groups, per_group, window)).sum(-1).reshape(bs, *outs, cout)
+            out = out.contiguous_backward().permute(0, 1 + dims, *range(1, 1 + dims))
         return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
 
     def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):
