@@ -1,4 +1,4 @@
-"""Train a small CNN on MNIST with Adam; about 98.8% test accuracy after 3 epochs.
+"""Train a small CNN on MNIST with Adam; about 98.6% test accuracy after 3 epochs.
 
     python examples/mnist_cnn.py [--device CPU] [--epochs 3] [--batch-size 128] [--save mnist_cnn.safetensors]"""
 from __future__ import annotations
