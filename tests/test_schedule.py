@@ -196,3 +196,16 @@ def test_wide_matmul_packs_its_right_operand_unless_transposed():
     assert_close(out.numpy(), a @ b, rtol=1e-5)
     _, (tc,) = realized_inputs((1024, 8))
     assert kernels_for(ta @ tc.T) == 1        # b.T is read along its rows already
+
+
+@pytest.mark.parametrize("stride, size", [(1, 16), (2, 16), (1, 7)], ids=["in-place", "im2col-strided", "im2col-rows"])
+def test_conv_gradients_never_copy_out_windows_of_a_realized_input(stride, size):
+    # the windows of a 3x3 convolution are 9x its input: the weight's gradient reads them in place (stride 1, rows of
+    # whole vectors) or as im2col rows (one row per output position), never as a 6-d copy of the windows
+    (x_np, w_np), (x, _) = realized_inputs((2, 4, size, size), (8, 4, 3, 3))
+    w = Tensor(w_np, requires_grad=True)
+    out = x.conv2d(w, padding=1, stride=stride).realize()      # (the padded input is realized too: a buffer now)
+    out.relu().mean().backward()
+    shapes = [item.node.shape for item in w.grad.schedule()]
+    assert not any(len(shape) == 6 for shape in shapes), shapes
+    assert w.grad.numpy().shape == w_np.shape

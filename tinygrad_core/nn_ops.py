@@ -77,7 +77,8 @@ class NNOps:
         return total
 
     def _padding_pairs(self, padding, dims: int) -> list[tuple[int, int]]:
-        """padding as an int, per-dim ints, or flat (before, after) pairs from the last dim -> pairs, first dim first."""
+        """padding as an int, per-dim ints, or flat (before, after) pairs from the last dim -> pairs, first dim
+        first."""
         if isinstance(padding, int):
             return [(padding, padding)] * dims
         padding = tuple(padding)
@@ -105,18 +106,19 @@ class NNOps:
             x = x.contiguous()
         x = x._pool(tuple(kernel), stride, dilation)                                   # bs, cin, *out, *kernel
         outs, per_group, window = x.shape[2:2 + dims], cout // groups, cin_group * prod(kernel)
-        if all(s == 1 for s in make_tuple(stride, dims)):
-            # stride 1: the product-sum reads the windows in place; neighbouring outputs read neighbouring inputs,
-            # so its loads vectorise along the output rows
+        if all(s == 1 for s in make_tuple(stride, dims)) and outs[-1] % 16 == 0:
+            # stride 1 and output rows of whole vectors: the product-sum reads the windows in place (neighbouring
+            # outputs read neighbouring inputs, so its loads vectorise along the rows; 2-4x faster than im2col here)
             x = x.reshape(bs, groups, cin_group, 1, *outs, *kernel)
             x = x.expand(bs, groups, cin_group, per_group, *outs, *kernel)
             x = x.permute(0, 1, 3, *[4 + i for i in range(dims)], 2, *[4 + dims + i for i in range(dims)])
             w = weight.reshape(1, groups, per_group, *[1] * dims, cin_group, *kernel)
             out = (x * w).sum([-1 - i for i in range(1 + dims)], keepdim=True).reshape(bs, cout, *outs)
         else:
-            # strided: read in place, neighbouring outputs would gather inputs a stride apart (2-5 GFLOP/s). So each
-            # output position's window is copied out as one row (im2col) and the convolution is a matmul of rows by
-            # the weight; contiguous_backward makes both its gradients matmuls too.
+            # strided or short rows: read in place, neighbouring outputs would gather inputs a stride apart, or rows
+            # would end mid-vector (5-30x slower). So each output position's window is copied out as one row (im2col)
+            # and the convolution is a matmul of rows by the weight; contiguous_backward makes both its gradients
+            # matmuls too.
             x = x.permute(0, *range(2, 2 + dims), 1, *range(2 + dims, 2 + 2 * dims)).contiguous()
             # one axis of rows: the weight's gradient is then a reduce over one long axis, which the kernel unrolls
             x = x.reshape(bs * prod(outs), groups, 1, window).contiguous_backward()

@@ -110,8 +110,11 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
             if u.op is Ops.REDUCE_AXIS and (repeated or reached_by.setdefault(u, root) is not root):
                 make_root(u)
                 continue
+            # (views alone are not copied out: a copy of a convolution's windows would be 9x its input, and read
+            # in a worse order than the input itself)
             if u.op is Ops.EXPAND and in_reduce and _elementwise_work(expanded := _under_views(u.src[0]),
-                                                                      is_root) >= COSTLY_ELEMENTWISE:
+                                                                      is_root) >= COSTLY_ELEMENTWISE and \
+                    _elementwise_work(expanded, is_root, views=False) > 0:
                 make_root(expanded)
                 continue
             if u.op in GroupOp.ELEMENTWISE and in_reduce and reached_by.setdefault(u, root) is not root and \
@@ -204,9 +207,9 @@ def _under_views(u: UOp) -> UOp:
     return u
 
 
-def _elementwise_work(u: UOp, is_root: set[UOp]) -> int:
+def _elementwise_work(u: UOp, is_root: set[UOp], views: bool = True) -> int:
     """How many ALU ops a kernel fusing u computes per element of u (stopping at buffers, reduces, other kernels),
-    the index math of views included."""
+    the index math of views included unless views=False."""
     work, walked, stack = 0, set(), [u]
     while stack:
         node = _resolve(stack.pop())
@@ -214,7 +217,8 @@ def _elementwise_work(u: UOp, is_root: set[UOp]) -> int:
                 (node in is_root and node is not u):
             continue
         walked.add(node)
-        work += OP_WEIGHT.get(node.op, 1 if node.op in GroupOp.ALU else 0)
+        if views or node.op not in GroupOp.MOVEMENT:
+            work += OP_WEIGHT.get(node.op, 1 if node.op in GroupOp.ALU else 0)
         stack.extend(node.src)
     return work
 
