@@ -22,7 +22,7 @@ from importlib.util import find_spec
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)                            # the worker, beside this script, names the workloads
-from compare_workloads import workload_names
+from compare_workloads import workload_names  # noqa: E402
 
 WORKER = os.path.join(HERE, "compare_workloads.py")
 FRAMEWORKS = ("tinygrad_core", "numpy", "torch", "tinygrad")
@@ -350,7 +350,8 @@ def main(argv=None):
               "command": shlex.join(["python", "bench/compare.py", *(sys.argv[1:] if argv is None else argv)]),
               "seconds": time.perf_counter() - started,
               "columns": [{k: c[k] for k in ("framework", "label", "env")} for c in columns],
-              "workloads": workloads, "frameworks": results, "tinygrad_best_device": best_tinygrad(columns, results, workloads)}
+              "workloads": workloads, "frameworks": results,
+              "tinygrad_best_device": best_tinygrad(columns, results, workloads)}
     text = markdown_report(report)
     print(text)
     os.makedirs(options.out_dir, exist_ok=True)

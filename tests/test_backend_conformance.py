@@ -30,7 +30,8 @@ def test_cpu_conforms(tmp_path):
 def test_opencl_conforms(tmp_path):
     registry.discover()
     if not usable("CL"):
-        pytest.skip(f"no OpenCL device: {registry.backends['CL'].reason if 'CL' in registry.backends else 'not installed'}")
+        reason = registry.backends["CL"].reason if "CL" in registry.backends else "not installed"
+        pytest.skip(f"no OpenCL device: {reason}")
     check("CL", tmp_path, "--sections", "1,2,3,5,7,9")
 
 

@@ -161,7 +161,8 @@ class Compiled:
     """A backend instance for one device: the bundle a plugin's load() returns."""
 
     def __init__(self, device: str, allocator: Allocator, renderer, compiler: Compiler, runtime: type[Program]):
-        self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
+        self.device, self.allocator, self.renderer = device, allocator, renderer
+        self.compiler, self.runtime = compiler, runtime
         self.kernel_cache: dict = {}
 
     def synchronize(self):
@@ -264,7 +265,8 @@ class _Device:
 
     def backend(self, base: str) -> Backend:
         registry.discover()
-        found = registry.backends.get(base.upper()) or next((b for b in registry.broken if b.name == base.upper()), None)
+        name = base.upper()
+        found = registry.backends.get(name) or next((b for b in registry.broken if b.name == name), None)
         if found is None:
             raise BackendUnavailable(f"unknown device {base!r}; known backends: {self._summary()}. "
                                      f"Install a backend (pip install tinygrad-cpu) or check the spelling")

@@ -270,7 +270,8 @@ class Tensor(CreationOps, NNOps):
         if isinstance(x, Tensor):
             dtype = least_upper_dtype(self.dtype, x.dtype)
             if x.device != self.device:
-                raise ValueError(f"tensors are on different devices ({self.device} and {x.device}); move one with .to()")
+                raise ValueError(f"tensors are on different devices ({self.device} and {x.device}); "
+                                 "move one with .to()")
         else:
             if not isinstance(x, (int, float, bool)):
                 x = Tensor(x, device=self.device, dtype=self.dtype if is_symbolic(x) and dtypes.is_float(self.dtype)
@@ -580,7 +581,8 @@ class Tensor(CreationOps, NNOps):
         out = []
         for a in axes:
             if not -max(self.ndim, 1) <= a < max(self.ndim, 1):
-                raise IndexError(f"axis {a} is out of range for a tensor with {self.ndim} dimensions (shape {self.shape})")
+                raise IndexError(f"axis {a} is out of range for a tensor with {self.ndim} dimensions "
+                                 f"(shape {self.shape})")
             out.append(a % max(self.ndim, 1))
         return tuple(out)
 
@@ -682,7 +684,8 @@ class Tensor(CreationOps, NNOps):
         axis = self._axes(axis)[0]
         n = self.shape[axis]
         x = self.transpose(axis, -1)
-        mask = (Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n))
+        positions = Tensor.arange(n, device=self.device)
+        mask = positions.reshape(n, 1) >= positions.reshape(1, n)
         out = (x.unsqueeze(-2) * mask.cast(x.dtype if x.dtype != dtypes.bool else dtypes.int32)).sum(-1)
         return out.transpose(axis, -1)
 
@@ -706,7 +709,8 @@ class Tensor(CreationOps, NNOps):
                 raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape}")
             shape = tuple(self.numel() // known if s == -1 else s for s in shape)
         if prod(shape) != self.numel() or any(s < 0 for s in shape):
-            raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape} ({prod(shape)} elements)")
+            raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape} "
+                             f"({prod(shape)} elements)")
         return self if shape == self.shape else Tensor(self.uop.reshape(shape))
 
     def _reshape_symbolic(self, shape) -> Tensor:

@@ -69,6 +69,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reporter = terminalreporter
     reporter.section(f"CUDA compile check ({check.compiler.arch})")
     reporter.write_line(f"{len(check.sources)} distinct kernels rendered for CUDA; "
-                        f"{len(check.render_failures)} failed to render, {len(check.compile_failures)} failed to compile")
+                        f"{len(check.render_failures)} failed to render, "
+                        f"{len(check.compile_failures)} failed to compile")
     for failure in check.render_failures + check.compile_failures:
         reporter.write_line(failure)

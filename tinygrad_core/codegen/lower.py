@@ -148,7 +148,8 @@ def move_index(node: UOp, idx: Indices) -> Indices:
     if op is Ops.SHRINK:
         return tuple(sym.add(i, start) for i, (start, _) in zip(idx, arg))
     if op is Ops.FLIP:
-        return tuple(sym.sub(sym.const(s - 1), i) if axis in arg else i for axis, (i, s) in enumerate(zip(idx, src_shape)))
+        return tuple(sym.sub(sym.const(s - 1), i) if axis in arg else i
+                     for axis, (i, s) in enumerate(zip(idx, src_shape)))
     if op is Ops.RESHAPE:
         return reshape_index(idx, node.shape, src_shape)
     raise AssertionError(op)
@@ -166,8 +167,9 @@ def reshape_index(idx: Indices, shape, src_shape) -> Indices:
     # no "% size" on the outermost axis: at every position that is read, flat is in range (positions outside it
     # sit in padding, whose loads are gated off), and that modulo would cost a division per element
     first = next((i for i, s in enumerate(src_shape) if s != 1), None)
-    return tuple(sym.const(0) if s == 1 else sym.idiv(flat, stride) if i == first else sym.mod(sym.idiv(flat, stride), s)
-                 for i, (stride, s) in enumerate(zip(contiguous_strides(src_shape), src_shape)))
+    return tuple(sym.const(0) if s == 1 else sym.idiv(flat, stride) if i == first else
+                 sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(contiguous_strides(src_shape),
+                                                                                      src_shape)))
 
 
 def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
@@ -202,7 +204,8 @@ def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
         flat = sym.const(0)
         for i, stride in zip(idx, contiguous_strides(shape)):
             flat = sym.add(flat, sym.mul(i, stride))
-        stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat, v) + (() if thread_valid is None else (thread_valid,))))
+        gate = () if thread_valid is None else (thread_valid,)
+        stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat, v) + gate))
     # every buffer argument stays in the program, even one whose loads were all folded away
     buffers = tuple(sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg))
     return LoweredKernel(UOp(Ops.SINK, dtypes.void, buffers + tuple(stores)), global_size, local_size)
