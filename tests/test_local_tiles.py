@@ -8,6 +8,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 from tinygrad_core import Device, Tensor
 from tinygrad_core.codegen import local_tiles
+from tinygrad_core.conformance.harness import product_kernel
 from tinygrad_core.engine.realize import get_runner
 from helpers import assert_close
 
@@ -39,7 +40,7 @@ def device(request, monkeypatch):
 
 
 def _tiled(t: Tensor) -> bool:
-    return get_runner(t.device, t.schedule()[-1].ast).opts.local_tiles
+    return get_runner(t.device, product_kernel(t)).opts.local_tiles
 
 
 def _rand(*shape, seed=0):

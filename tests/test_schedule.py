@@ -209,3 +209,11 @@ def test_conv_gradients_never_copy_out_windows_of_a_realized_input(stride, size)
     shapes = [item.node.shape for item in w.grad.schedule()]
     assert not any(len(shape) == 6 for shape in shapes), shapes
     assert w.grad.numpy().shape == w_np.shape
+
+
+def test_im2col_conv_output_is_written_as_the_matmul_makes_it():
+    # fused into an elementwise consumer (an eval-mode batchnorm, a relu), the matmul would be computed in the
+    # consumer's channels-first order; it gets a kernel of its own, rows of output channels
+    (_, _), (x, w) = realized_inputs((2, 4, 14, 14), (8, 4, 3, 3))
+    shapes = [item.node.shape for item in x.conv2d(w, padding=1, stride=2).relu().schedule()]
+    assert (2, 7, 7, 8) in shapes and shapes[-1] == (2, 8, 7, 7), shapes

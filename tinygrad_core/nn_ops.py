@@ -123,7 +123,9 @@ class NNOps:
             # one axis of rows: the weight's gradient is then a reduce over one long axis, which the kernel unrolls
             x = x.reshape(bs * prod(outs), groups, 1, window).contiguous_backward()
             out = (x * weight.reshape(groups, per_group, window)).sum(-1).reshape(bs, *outs, cout)
-            out = out.contiguous_backward().permute(0, 1 + dims, *range(1, 1 + dims))
+            # written out as the matmul made it (fused into its consumer, it would be computed in the consumer's
+            # order, channels first: 20x slower)
+            out = out.contiguous().contiguous_backward().permute(0, 1 + dims, *range(1, 1 + dims))
         return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
 
     def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):

@@ -122,6 +122,12 @@ def kernel_ast(op: Ops, out_dtype: DType, in_dtypes: list[DType], size: int, arg
 # ---------------------------------------------------------------------------------------------------------------
 # Comparisons.
 # ---------------------------------------------------------------------------------------------------------------
+def product_kernel(tensor) -> UOp:
+    """The AST of the last kernel that computes `tensor` and reduces (a matmul's or a convolution's product; kernels
+    after it only move or map its result)."""
+    return [item.ast for item in tensor.schedule() if any(u.op is Ops.REDUCE_AXIS for u in item.ast.toposort())][-1]
+
+
 def ulp(values: np.ndarray, dtype: DType) -> np.ndarray:
     """The spacing of dtype's floats at each value (the smallest subnormal near zero)."""
     if dtype == dtypes.bfloat16:   # float32's spacing with 16 fewer mantissa bits

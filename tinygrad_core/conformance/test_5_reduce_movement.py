@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinygrad_core.conformance.harness import assert_close
+from tinygrad_core.conformance.harness import assert_close, product_kernel
 from tinygrad_core.dtype import dtypes
 
 rng = np.random.default_rng(5)
@@ -124,7 +124,7 @@ def test_products_in_local_memory_tiles(dut, inputs, fn, reference):
     if not dut.renderer.has_shared:
         pytest.skip(f"{dut.name} declares has_shared=False")
     out = fn(*[dut.tensor(x) for x in inputs])
-    assert dut.kernel(out.schedule()[-1].ast).opts.local_tiles, "the product wasn't tiled through local memory"
+    assert dut.kernel(product_kernel(out)).opts.local_tiles, "the product wasn't tiled through local memory"
     values = dut.realize_or_compile(out)
     if values is not None:
         assert_close(values[0], np.asarray(reference(*inputs), np.float32), "result", rtol=1e-4, atol=1e-4)
