@@ -30,6 +30,26 @@ def test_from_numpy_copies_and_handles_views():
     assert t2.numpy()[0, 0] == 0.0
 
 
+def test_numpy_is_a_read_only_snapshot_on_every_backend():
+    t = Tensor(np.arange(6, dtype=np.float32)).realize()
+    before = t.numpy()
+    with pytest.raises(ValueError, match="read-only"):
+        before[0] = 5.0
+    t.assign(t * 10).realize()                  # written in place: an array read out before keeps its values
+    assert before.tolist() == [0, 1, 2, 3, 4, 5] and t.numpy().tolist() == [0, 10, 20, 30, 40, 50]
+    assert t.numpy().copy().flags.writeable
+
+
+def test_a_read_only_array_is_never_written_through_its_tensor():
+    a = np.arange(4, dtype=np.float32)
+    a.flags.writeable = False                   # (a host-memory backend may use it without a copy)
+    t = Tensor(a)
+    t.assign(t + 1).realize()
+    t[1:3] = Tensor([7.0, 7.0])
+    t.realize()
+    assert a.tolist() == [0, 1, 2, 3] and t.numpy().tolist() == [1, 7, 7, 4]
+
+
 def test_numpy_float64_kept_but_list_floats_are_float32():
     assert Tensor(np.array([1.0])).dtype == dtypes.float64
     assert Tensor([1.0]).dtype == dtypes.float32

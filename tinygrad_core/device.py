@@ -51,6 +51,21 @@ class Allocator:
     def copyout(self, dest: memoryview, src):
         self._copyout(dest, src)
 
+    # host-memory backends only: borrow(array) wraps an array's memory (None: can't), as_buffer(opaque) is the memory
+    shares_host_memory = False
+
+    def borrow(self, array: np.ndarray):
+        if not self.shares_host_memory:
+            return None
+        self.in_use += array.nbytes
+        return self._borrow(array)
+
+    def as_buffer(self, opaque) -> memoryview:
+        raise NotImplementedError(f"{type(self).__name__}'s memory isn't host memory")
+
+    def _borrow(self, array: np.ndarray):
+        raise NotImplementedError
+
     def offset(self, opaque, size: int, offset: int):
         """A view of `size` bytes starting `offset` bytes into opaque (backends that can, override)."""
         raise NotImplementedError(f"{type(self).__name__} has no sub-buffer views")
@@ -176,11 +191,32 @@ class Compiled:
 # Buffer: a typed piece of device memory. Allocated on first use; freed (back to the allocator) when dropped.
 # ---------------------------------------------------------------------------------------------------------------
 class Buffer:
+    """Memory on a device for `size` elements of `dtype`, allocated on first use.
+
+    On backends whose memory is host memory (the allocator implements `_borrow` and `as_buffer`), a buffer may share
+    its memory with a numpy array: made from one without a copy (`from_host`), or read out as one (`host_view`).
+    Shared memory is never written: the first write gives the buffer memory of its own (copy on write), and the
+    shared memory stays with the array."""
+
     def __init__(self, device: str, size: int, dtype: DType, initial: np.ndarray | None = None):
         self.device, self.size, self.dtype = device, size, dtype
-        self._opaque = None
+        self._opaque, self._shared = None, False
         if initial is not None:
             self.copyin(initial)
+
+    @staticmethod
+    def from_host(device: str, array: np.ndarray, dtype: DType) -> Buffer:
+        """A buffer over `array` itself where that is safe: the backend can borrow host memory, the layout allows (C
+        order, aligned, the buffer's own element type), and nothing can change the array (it and all it views are
+        read-only: np.frombuffer of bytes, a read-only memory map, or an array after a.flags.writeable = False).
+        Else a buffer over a copy."""
+        buf = Buffer(device, array.size, dtype)
+        if array.size and array.dtype == dtype.np and array.flags.c_contiguous and array.flags.aligned and \
+                _immutable(array) and (opaque := buf.allocator.borrow(array)) is not None:
+            buf._opaque, buf._shared = opaque, True
+            GlobalCounters.mem_used += buf.nbytes
+            return buf
+        return buf.copyin(array)
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} x {self.dtype.name}{'' if self.is_allocated else ' unallocated'}>"
@@ -217,9 +253,25 @@ class Buffer:
         if getattr(self, "_opaque", None) is not None:
             try:
                 GlobalCounters.mem_used -= self.nbytes
-                self.allocator.free(self._opaque, self.nbytes)
+                self._release()
             except Exception:      # at interpreter exit the device may already be gone
                 pass
+
+    def _release(self):
+        if self._shared:           # the array holds the memory: it isn't the allocator's to hand out again
+            self.allocator.in_use -= self.nbytes
+        else:
+            self.allocator.free(self._opaque, self.nbytes)
+
+    def prepare_write(self) -> Buffer:
+        """Called before anything writes into the buffer: memory shared with a numpy array is replaced by a copy of
+        its own (a kernel may read what it overwrites, e.g. x.assign(x + 1))."""
+        if self._shared:
+            own = self.allocator.alloc(self.nbytes)
+            self.allocator.copyin(own, self.allocator.as_buffer(self._opaque))
+            self._release()
+            self._opaque, self._shared = own, False
+        return self
 
     def copyin(self, data: np.ndarray) -> Buffer:
         data = np.ascontiguousarray(data)
@@ -227,6 +279,7 @@ class Buffer:
             raise ValueError(f"copyin of {data.nbytes} bytes into a buffer of {self.nbytes} bytes")
         if self.nbytes == 0:      # an empty tensor: nothing to copy (the allocation itself is at least 1 byte)
             return self
+        self.ensure_allocated().prepare_write()
         self.allocator.copyin(self.opaque, memoryview(data.reshape(-1).view(np.uint8)))
         return self
 
@@ -237,6 +290,32 @@ class Buffer:
             Device[self.device].synchronize()
             self.allocator.copyout(memoryview(out.view(np.uint8)), self.opaque)
         return out
+
+    def host_view(self) -> np.ndarray:
+        """The contents as a read-only numpy array: the buffer's memory itself where the backend's memory is host
+        memory (the buffer copies on its next write, so the array keeps these values), else a copy."""
+        if not self.size or not self.allocator.shares_host_memory:
+            return self.numpy()
+        Device[self.device].synchronize()
+        out = np.frombuffer(self.allocator.as_buffer(self.opaque), dtype=self.dtype.np, count=self.size)
+        self._shared = True
+        out.flags.writeable = False
+        return out
+
+
+def _immutable(array: np.ndarray) -> bool:
+    """Nothing can write the array's memory: neither it, nor any array or buffer object it is a view of."""
+    base = array
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    if base is None:
+        return True
+    try:
+        return memoryview(base).readonly
+    except TypeError:
+        return False
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -164,15 +164,20 @@ class Tensor(CreationOps, NNOps):
         return create_schedule([self.uop])
 
     def numpy(self) -> np.ndarray:
+        """The values as a read-only numpy array (.copy() it to write). On a host-memory backend (CPU) it is the
+        tensor's memory itself, no copy; it keeps these values when the tensor is later written (copy on write)."""
         shape = tuple(map(sym.evaluate, self.shape))       # symbolic sizes at their bound values
         if 0 in shape:
-            return np.zeros(shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
-        self.realize()
-        buf = buffer_of(self.uop)
-        if buf is None:          # a view of a buffer that isn't the plain whole buffer: make it contiguous
-            buf = buffer_of(self.contiguous().realize().uop)
-        out = buf.numpy()[:prod(shape)].reshape(shape)     # a symbolic size's buffer holds its largest value
-        return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
+            out = np.zeros(shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
+        else:
+            self.realize()
+            buf = buffer_of(self.uop)
+            if buf is None:          # a view of a buffer that isn't the plain whole buffer: make it contiguous
+                buf = buffer_of(self.contiguous().realize().uop)
+            out = buf.host_view()[:prod(shape)].reshape(shape)     # a symbolic size's buffer holds its largest value
+            out = bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
+        out.flags.writeable = False
+        return out
 
     def tolist(self):
         return self.numpy().tolist()
@@ -1011,8 +1016,7 @@ def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:
         host = f32_to_bf16(np.asarray(array, dtype=np.float32))
     else:
         host = np.asarray(array).astype(dtype.np, copy=False)
-    buf = Buffer(device, host.size, dtype, initial=host)
-    return buffer_uop(buf).reshape(host.shape)
+    return buffer_uop(Buffer.from_host(device, host, dtype)).reshape(host.shape)
 
 
 class Function:

@@ -169,6 +169,7 @@ def launch(runner, bufs: list[Buffer], var_vals: dict | None = None, wait: bool 
     """Run one kernel (or copy) on its buffers and count it: the one place work is launched, replayed or not."""
     for buf in bufs:
         buf.ensure_allocated()
+    bufs[0].prepare_write()          # (the one buffer a kernel or copy writes)
     seconds = runner(bufs, var_vals, wait=wait)
     if isinstance(runner, CompiledRunner):
         GlobalCounters.kernel_count += 1

@@ -160,9 +160,11 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
         if prod(shape) == 0:
             out[name] = Tensor.zeros(*shape, dtype=dtype, device=device)
             continue
+        # copied out of the file (which may be overwritten later), then no more: a read-only array of our own is
+        # what a host-memory device may borrow. The bytes are already in the device's format (bfloat16 included).
         host = np.array(data[start + begin:start + end]).view(dtype.np.newbyteorder("<"))
-        # straight into a Buffer: the bytes are already in the device's format (bfloat16 included)
-        out[name] = Tensor(buffer_uop(Buffer(device, host.size, dtype, initial=host)).reshape(shape))
+        host.flags.writeable = False
+        out[name] = Tensor(buffer_uop(Buffer.from_host(device, host, dtype)).reshape(shape))
     return out
 
 

@@ -56,3 +56,44 @@ def test_small_kernels_run_on_one_thread(monkeypatch):
     assert len(program.slices(100)) == 1
     program.work_per_index = 10 ** 5
     assert len(program.slices(100)) == 8
+
+
+def test_numpy_is_the_tensors_memory_until_the_tensor_is_written():
+    t = (Tensor(np.arange(6, dtype=np.float32), device="CPU") * 2).realize()
+    first, second = t.numpy(), t.numpy()
+    assert np.shares_memory(first, second) and first.tolist() == [0, 2, 4, 6, 8, 10]
+    t.assign(t + 1).realize()                    # copy on write: the kernel writes memory of the tensor's own
+    assert first.tolist() == [0, 2, 4, 6, 8, 10] and t.numpy().tolist() == [1, 3, 5, 7, 9, 11]
+    assert not np.shares_memory(first, t.numpy())
+
+
+def test_a_read_only_array_becomes_a_tensor_without_a_copy():
+    a = np.arange(1000, dtype=np.float32)
+    a.flags.writeable = False
+    t = Tensor(a, device="CPU")
+    assert np.shares_memory(t.numpy(), a)
+    np.testing.assert_allclose((t * 2).numpy(), a * 2)
+    writeable = np.arange(1000, dtype=np.float32)
+    assert not np.shares_memory(Tensor(writeable, device="CPU").numpy(), writeable)     # it could change: a copy
+    assert not np.shares_memory(Tensor(a[::2], device="CPU").numpy(), a)                # strided: a copy
+
+
+def test_a_jitted_functions_output_read_out_keeps_its_values():
+    from tinygrad_core import TinyJit
+    step = TinyJit(lambda x: (x * 3).realize())
+    outs = [step(Tensor(np.full(4, i, np.float32), device="CPU")).numpy() for i in range(5)]
+    assert [o[0] for o in outs] == [0, 3, 6, 9, 12]
+
+
+def test_shared_memory_is_counted_and_never_reused_while_an_array_holds_it():
+    from tinygrad_core.device import Buffer
+    from tinygrad_core.dtype import dtypes
+    allocator = Device["CPU"].allocator
+    before = allocator.in_use
+    buf = Buffer("CPU", 1 << 16, dtypes.float32, initial=np.full(1 << 16, 2, np.float32))
+    view = buf.host_view()
+    assert allocator.in_use == before + buf.nbytes
+    del buf                                       # the array keeps the memory; the allocator doesn't pool it
+    assert allocator.in_use == before
+    fresh = Buffer("CPU", 1 << 16, dtypes.float32, initial=np.full(1 << 16, 5, np.float32))
+    assert view[0] == 2.0 and fresh.numpy()[0] == 5.0
