@@ -154,3 +154,12 @@ def test_walk_order_and_lane_unroll_keep_results(opts):
         buf.ensure_allocated()
     CompiledRunner("CPU", item.ast, opts)(item.bufs)
     np.testing.assert_allclose(item.bufs[0].numpy().reshape(6, 24), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_short_rows_summed_inside_other_loops_are_unrolled_whole():
+    # a batchnorm's statistics over 14x14 maps: 14-float rows, each a few vector loads when unrolled whole
+    x = rng.standard_normal((8, 16, 14, 14), dtype=np.float32)
+    out = Tensor(x, device="CPU").sum((0, 2, 3))
+    lanes = Device["CPU"].renderer.simd_width // 4          # (rows of two vectors or more are left to LLVM)
+    assert choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).unroll == (14 if 14 < 2 * lanes else 1)
+    np.testing.assert_allclose(out.numpy(), x.sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
