@@ -207,7 +207,7 @@ class Buffer:
     @staticmethod
     def from_host(device: str, array: np.ndarray, dtype: DType) -> Buffer:
         """A buffer over `array` itself where that is safe: the backend can borrow host memory, the layout allows (C
-        order, aligned, the buffer's own element type), and nothing can change the array (it and all it views are
+        order, aligned, the buffer's own element type), and nothing can change the array (it and all it is a view of are
         read-only: np.frombuffer of bytes, a read-only memory map, or an array after a.flags.writeable = False).
         Else a buffer over a copy."""
         buf = Buffer(device, array.size, dtype)
