@@ -163,3 +163,12 @@ def test_short_rows_summed_inside_other_loops_are_unrolled_whole():
     lanes = Device["CPU"].renderer.simd_width // 4          # (rows of two vectors or more are left to LLVM)
     assert choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).unroll == (14 if 14 < 2 * lanes else 1)
     np.testing.assert_allclose(out.numpy(), x.sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
+
+
+def test_rows_shorter_than_a_vector_put_the_lanes_across_a_broadcast_output_axis():
+    # a single-channel 3x3 convolution as im2col rows times the weight: 9-float dot products, 16 output channels
+    cols, w = rng.standard_normal((512, 1, 1, 9), dtype=np.float32), rng.standard_normal((1, 16, 9), dtype=np.float32)
+    out = (Tensor(cols, device="CPU") * Tensor(w, device="CPU")).sum(-1)
+    lanes = Device["CPU"].renderer.simd_width // 4
+    assert dict(choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).upcast).get(2) == min(lanes, 16)
+    np.testing.assert_allclose(out.numpy(), (cols * w).sum(-1), rtol=1e-5, atol=1e-5)
