@@ -87,6 +87,16 @@ def test_cat_classmethod_style_and_dtypes():
         Tensor.ones(2, 3).cat(Tensor.ones(2, 4), dim=0)
 
 
+def test_cat_keeps_every_value_bit_for_bit():
+    # pieces are padded with -0.0 and added: -0.0, NaN and infinities come through unchanged
+    a = np.array([[-0.0, 1.0], [np.nan, -np.inf]], np.float32)
+    b = np.array([[-0.0, np.inf]], np.float32)
+    out = Tensor(a).cat(Tensor(b)).numpy()
+    expected = np.concatenate([a, b])
+    assert out.view(np.uint32).tolist() == expected.view(np.uint32).tolist()
+    assert Tensor([-0.0]).pad(((1, 0),), -0.0).numpy().view(np.uint32).tolist() == [0x80000000] * 2
+
+
 @pytest.mark.parametrize("dim", [0, 1, 2, -1])
 def test_stack(dim):
     check(lambda a, b: Tensor.stack(a, b, dim=dim), lambda a, b: np.stack([a, b], axis=dim), shapes=[(2, 3), (2, 3)])

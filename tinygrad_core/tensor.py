@@ -759,7 +759,7 @@ class Tensor(CreationOps, NNOps):
             x = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape)))
             return x.pad(tuple((max(0, b), max(0, a)) for b, a in padding), value)
         out = Tensor(self.uop.pad(padding))
-        if value == 0:
+        if value == 0 and math.copysign(1.0, value) > 0:       # (-0.0 pads too: cat relies on it)
             return out
         region = Tensor(UOp.const(dtypes.bool, True, self.device).broadcast_to(self.shape).pad(padding))
         return region.where(out, value)
@@ -815,7 +815,8 @@ class Tensor(CreationOps, NNOps):
         for t in tensors:
             padding = [(0, 0)] * self.ndim
             padding[dim] = (start, total - start - t.shape[dim])
-            piece = t.cast(dtype).pad(tuple(padding))
+            # floats pad with -0.0, which adds exactly (-0.0 + x is x, -0.0 included; +0.0 would turn -0.0 to +0.0)
+            piece = t.cast(dtype).pad(tuple(padding), -0.0 if dtypes.is_float(dtype) and len(tensors) > 1 else 0.0)
             out = piece if out is None else out + piece
             start += t.shape[dim]
         return out
