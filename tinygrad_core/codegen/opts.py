@@ -150,16 +150,16 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
         for axis in [i for i in broadcast if fitting(i, (4, 2))][-2:] if size else ():
             try_upcast(axis, (4, 2))
         return KernelOpts(tuple(sorted(upcast.items())), unroll=unroll)
-    if all(step == 1 for _, step, _ in loads if step):
-        # contiguous rows shorter than a vector (a 3x3 single-channel convolution's 9 taps): the loop is too short to
-        # vectorise, so the lanes go across an output axis along which one load is broadcast (8x faster)
+    contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes in strided) and
+                  any(axes[i] == 1 for axes in strided)]
+    if not contiguous and all(step == 1 for _, step, _ in loads if step):
+        # contiguous rows shorter than a vector (a 3x3 single-channel convolution's 9 taps as im2col rows) and no
+        # output axis to vectorise along: the lanes go across one along which a load is broadcast (8x faster)
         moving = [axes for axes, step, _ in loads if step]
         broadcast = [i for i in range(len(shape)) if any(axes[i] == 0 for axes in moving) and
                      any(axes[i] for axes in moving)]
         for axis in [i for i in broadcast if fitting(i, (lanes, lanes // 2))][-1:]:
             try_upcast(axis, (lanes, lanes // 2))
-    contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes in strided) and
-                  any(axes[i] == 1 for axes in strided)]
     if contiguous:
         widths = tuple(w for w in (4 * lanes, 2 * lanes, lanes, lanes // 2, lanes // 4) if w <= lanes << size)
         # any axis that fills a whole vector will do; the output's innermost one also stores contiguously
