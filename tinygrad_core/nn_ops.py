@@ -55,26 +55,30 @@ class NNOps:
     def _unpool(self, spatial, kernel, strides, dilations):
         """The gradient of _overlapping_windows: each window element's gradient added to the input element it was
         read from. One shifted copy per kernel position, summed: a kernel of plain loads (autograd through the
-        repeat-and-reshape views would make a reduce whose every load divides and takes remainders)."""
+        repeat-and-reshape views would make a reduce whose every load divides and takes remainders).
+
+        With stride s the input is laid out in phases, (..., n, s) for each spatial axis: kernel offset k*d = q*s + r
+        reads phase r, q phase-rows further on. So each copy is a plain shift along its phase's rows (no zeros
+        interleaved, whose gated loads would divide by s), and the phases reshape back to the input's rows."""
         dims = len(kernel)
         lead, outs = self.shape[:-2 * dims], self.shape[-2 * dims:-dims]
         keep, unpadded = [(0, s) for s in lead], [(0, 0)] * len(lead)
         # computed once, kernel axes first: each shifted copy then reads a contiguous block of it
         nl = len(lead)
         windows = self.permute(*range(nl), *range(nl + dims, nl + 2 * dims), *range(nl, nl + dims)).contiguous()
+        rows = [ceildiv(i, s) for i, s in zip(spatial, strides)]           # phase-rows per spatial axis
         total = None
         for offsets in itertools.product(*[range(k) for k in kernel]):
             g = windows.shrink(tuple(keep + [(k, k + 1) for k in offsets] + [(0, o) for o in outs]))
-            g = g.reshape(*lead, *outs)
-            if any(s > 1 for s in strides):      # s - 1 zeros after each element, as the windows step s apart
-                g = g.reshape(*lead, *flatten((o, 1) for o in outs))
-                g = g.pad(tuple(unpadded + flatten(((0, 0), (0, s - 1)) for s in strides)))
-                g = g.reshape(*lead, *[o * s for o, s in zip(outs, strides)])
-                g = g.shrink(tuple(keep + [(0, (o - 1) * s + 1) for o, s in zip(outs, strides)]))
-            g = g.pad(tuple(unpadded + [(k * d, i - k * d - (o - 1) * s - 1)
-                                        for k, d, i, o, s in zip(offsets, dilations, spatial, outs, strides)]))
+            shifts = [divmod(k * d, s) for k, d, s in zip(offsets, dilations, strides)]        # (q, r) per axis
+            g = g.reshape(*lead, *outs).pad(tuple(unpadded + [(q, n - q - o) for (q, _), n, o in zip(shifts, rows,
+                                                                                                      outs)]))
+            if any(s > 1 for s in strides):
+                g = g.reshape(*lead, *flatten((n, 1) for n in rows))
+                g = g.pad(tuple(unpadded + flatten(((0, 0), (r, s - 1 - r)) for (_, r), s in zip(shifts, strides))))
             total = g if total is None else total + g
-        return total
+        total = total.reshape(*lead, *[n * s for n, s in zip(rows, strides)])
+        return total.shrink(tuple(keep + [(0, i) for i in spatial]))
 
     def _padding_pairs(self, padding, dims: int) -> list[tuple[int, int]]:
         """padding as an int, per-dim ints, or flat (before, after) pairs from the last dim -> pairs, first dim
