@@ -71,8 +71,8 @@ class NNOps:
         for offsets in itertools.product(*[range(k) for k in kernel]):
             g = windows.shrink(tuple(keep + [(k, k + 1) for k in offsets] + [(0, o) for o in outs]))
             shifts = [divmod(k * d, s) for k, d, s in zip(offsets, dilations, strides)]        # (q, r) per axis
-            g = g.reshape(*lead, *outs).pad(tuple(unpadded + [(q, n - q - o) for (q, _), n, o in zip(shifts, rows,
-                                                                                                      outs)]))
+            g = g.reshape(*lead, *outs)
+            g = g.pad(tuple(unpadded + [(q, n - q - o) for (q, _), n, o in zip(shifts, rows, outs)]))
             if any(s > 1 for s in strides):
                 g = g.reshape(*lead, *flatten((n, 1) for n in rows))
                 g = g.pad(tuple(unpadded + flatten(((0, 0), (r, s - 1 - r)) for (_, r), s in zip(shifts, strides))))
