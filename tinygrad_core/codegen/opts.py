@@ -89,24 +89,22 @@ SHORT_LOOP_VECTORS = 4      # an innermost reduce loop this many vectors long or
 NEAR_ROWS_BYTES = 4096      # strided loads whose rows are closer than a page can keep them in cache (see order)
 
 
-def _lane_unroll(value: UOp, loads, lanes: int) -> int:
+def _lane_unroll(nested: bool, loads, lanes: int) -> int:
     """A short contiguous innermost reduce loop inside other reduce loops (a convolution's weight gradient sums over
     batch, rows and a 16-wide row): vectorised by LLVM, its vector of partial sums would be added up at every exit.
     Unrolled by a vector's width instead, each lane gets an accumulator of its own, summed once at the very end."""
-    reduce_axes = next(u.arg[1] for u in value.toposort() if u.op is Ops.REDUCE_AXIS)
     length = max((length for _, step, length in loads if step), default=0)
-    if len(reduce_axes) < 2 or not 0 < length <= SHORT_LOOP_VECTORS * lanes:
+    if not nested or not 0 < length <= SHORT_LOOP_VECTORS * lanes:
         return 1
     return next((u for u in (lanes, lanes // 2) if u > 1 and length % u == 0), 1)
 
 
-def _short_row_unroll(value: UOp, loads, lanes: int) -> int:
+def _short_row_unroll(nested: bool, loads, lanes: int) -> int:
     """Rows shorter than two vectors and not made of whole ones, summed inside other reduce loops (a batchnorm's
     statistics over 14x14 maps): LLVM vectorises such a loop poorly. Unrolled whole, each row is a few vector loads
     (3-4x faster for 14-wide rows, 2x for 7-wide)."""
-    reduce_axes = next(u.arg[1] for u in value.toposort() if u.op is Ops.REDUCE_AXIS)
     moving = [(step, length) for _, step, length in loads if step]
-    if len(reduce_axes) < 2 or not moving or any(step != 1 for step, _ in moving):
+    if not nested or not moving or any(step != 1 for step, _ in moving):
         return 1
     length = max(length for _, length in moving)
     return length if 1 < length < 2 * lanes and length % lanes else 1
@@ -140,11 +138,13 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
             budget //= amount
         return bool(amount)
 
+    # output axes along which one moving load stays put while another moves: a register tile reuses the first
+    moving = [axes for axes, step, _ in loads if step]
+    broadcast = [i for i in range(len(shape)) if shape[i] > 1 and any(axes[i] == 0 for axes in moving) and
+                 any(axes[i] for axes in moving)]
+    nested = len(reduce.arg[1]) >= 2          # the innermost reduce loop runs inside other reduce loops
     if not strided:
-        moving = [axes for axes, step, _ in loads if step]
-        broadcast = [i for i in range(len(shape)) if shape[i] > 1 and any(axes[i] == 0 for axes in moving) and
-                     any(axes[i] for axes in moving)]
-        unroll = _lane_unroll(value, loads, lanes) if size else 1
+        unroll = _lane_unroll(nested, loads, lanes) if size else 1
         budget //= unroll
         # the innermost two that a tile fits (a 3x3 kernel's axes would take no tile and block the others)
         for axis in [i for i in broadcast if fitting(i, (4, 2))][-2:] if size else ():
@@ -155,9 +155,6 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
     if not contiguous and all(step == 1 for _, step, _ in loads if step):
         # contiguous rows shorter than a vector (a 3x3 single-channel convolution's 9 taps as im2col rows) and no
         # output axis to vectorise along: the lanes go across one along which a load is broadcast (8x faster)
-        moving = [axes for axes, step, _ in loads if step]
-        broadcast = [i for i in range(len(shape)) if any(axes[i] == 0 for axes in moving) and
-                     any(axes[i] for axes in moving)]
         for axis in [i for i in broadcast if fitting(i, (lanes, lanes // 2))][-1:]:
             try_upcast(axis, (lanes, lanes // 2))
     if contiguous:
@@ -174,7 +171,7 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
             if fits:
                 try_upcast(fits[-1], rows)
     order = ()
-    if not upcast and (rows := _short_row_unroll(value, loads, lanes)) > 1:
+    if not upcast and (rows := _short_row_unroll(nested, loads, lanes)) > 1:
         return KernelOpts(unroll=rows)
     if size == 2 and max(abs(step) for _, step, _ in loads) * value.dtype.itemsize < NEAR_ROWS_BYTES:
         # neighbouring parallel indices (a thread's slice) read the same rows of the strided loads while those are
