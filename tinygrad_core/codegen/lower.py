@@ -167,9 +167,9 @@ def reshape_index(idx: Indices, shape, src_shape) -> Indices:
     # no "% size" on the outermost axis: at every position that is read, flat is in range (positions outside it
     # sit in padding, whose loads are gated off), and that modulo would cost a division per element
     first = next((i for i, s in enumerate(src_shape) if s != 1), None)
+    src_strides = contiguous_strides(src_shape)
     return tuple(sym.const(0) if s == 1 else sym.idiv(flat, stride) if i == first else
-                 sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(contiguous_strides(src_shape),
-                                                                                      src_shape)))
+                 sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(src_strides, src_shape)))
 
 
 def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
