@@ -8,6 +8,10 @@ from tinygrad_core.helpers import prod
 from tinygrad_core.ops import is_symbolic
 
 
+class IndexingOps:
+    """Tensor methods that select, sort and scatter (mixed into Tensor, as NNOps and CreationOps are)."""
+
+
 def _normalize(t, indices) -> list:
     indices = list(indices) if isinstance(indices, tuple) else [indices]
     from tinygrad_core.tensor import Tensor

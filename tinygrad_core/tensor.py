@@ -17,6 +17,7 @@ from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, reali
 from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
+from tinygrad_core.indexing import IndexingOps
 
 PANEL = 64                 # columns per panel of a packed matmul operand (see Tensor._dot_panels)
 FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
@@ -57,7 +58,7 @@ def _broadcast_shape(*shapes) -> tuple[int, ...]:
     return tuple(out)
 
 
-class Tensor(CreationOps, NNOps):
+class Tensor(CreationOps, NNOps, IndexingOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
     training = _Switch(False)
     no_grad = _Switch(False)
