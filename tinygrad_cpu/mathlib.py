@@ -9,6 +9,7 @@ import numpy as np
 
 BF16_ROUND = "tg_bf16_round"     # float -> the nearest bfloat16 value (ties to even), still as a float
 BF16_BITS = "tg_bf16_bits"       # float -> its bfloat16 bits (NaN becomes the quiet NaN 0x7FC0, as in the reference)
+F64_TO_F16 = "tg_f64_to_f16"     # double -> the nearest half (ties to even), without a compiler-rt call
 EXP2, LOG2, SIN = "tg_exp2_f32", "tg_log2_f32", "tg_sin_f32"
 
 _BF16_BODY = """
@@ -32,6 +33,29 @@ HELPERS = {
   ret i16 %b
 }}""",
 }
+
+
+# LLVM lowers `fptrunc double to half` to a call of compiler-rt's __truncdfhf2, which the JIT can't find in the
+# process. Going through float instead rounds twice, which is wrong near halfway points (1 + 2**-11 + 2**-40 would
+# give 1.0), unless the first step rounds to odd: truncate, then set the last bit if anything was cut off. float keeps
+# 24 bits, more than half's 11 + 2, so the second rounding then sees the halfway point exactly where the double was.
+HELPERS[F64_TO_F16] = f"""define internal half @{F64_TO_F16}(double %x) alwaysinline nounwind readnone {{
+  %nearest = fptrunc double %x to float
+  %back = fpext float %nearest to double
+  %inexact = fcmp one double %back, %x
+  %abs_back = call double @llvm.fabs.f64(double %back)
+  %abs_x = call double @llvm.fabs.f64(double %x)
+  %rounded_up = fcmp ogt double %abs_back, %abs_x
+  ; one step toward zero in the bit pattern (the sign is apart) gives the truncation; NaN and inf stay as they are
+  %bits = bitcast float %nearest to i32
+  %step = zext i1 %rounded_up to i32
+  %truncated = sub i32 %bits, %step
+  %sticky = zext i1 %inexact to i32
+  %odd = or i32 %truncated, %sticky
+  %f = bitcast i32 %odd to float
+  %h = fptrunc float %f to half
+  ret half %h
+}}"""
 
 
 def _f32(value: float) -> str:
@@ -177,7 +201,7 @@ HELPER_DECLARATIONS = {
     LOG2: [],
     SIN: ["declare float @llvm.fabs.f32(float)", "declare double @llvm.rint.f64(double)",
           "declare i64 @llvm.fptosi.sat.i64.f64(double)"],
-    BF16_ROUND: [], BF16_BITS: [],
+    BF16_ROUND: [], BF16_BITS: [], F64_TO_F16: ["declare double @llvm.fabs.f64(double)"],
 }
 FLOAT32_HELPERS = {"exp2": EXP2, "log2": LOG2, "sin": SIN}
 

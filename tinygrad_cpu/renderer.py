@@ -371,6 +371,8 @@ class KernelWriter:
             wide = self.cast(x, dtypes.float32 if src_ty == "float" else dtypes.float64, dtypes.int64)
             return self.emit(f"trunc i64 {wide} to {dst_ty}")
         # float -> float
+        if src_ty == "double" and dst_ty == "half":
+            return self.call("half", mathlib.F64_TO_F16, [("double", x)])
         if src_ty != dst_ty:
             order = ["half", "float", "double"]
             kind = "fpext" if order.index(dst_ty) > order.index(src_ty) else "fptrunc"

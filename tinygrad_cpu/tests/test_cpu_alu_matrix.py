@@ -167,3 +167,34 @@ def test_bitcast(src, dst):
     if dst == dtypes.bfloat16:     # a bfloat16 is computed as float32 and stored rounded: NaNs come out as 0x7FC0
         want = to_buffer(from_buffer(want, dst), dst)
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_double_to_half_rounds_once_to_nearest_even():
+    # every half's neighbourhood: exactly halfway to the next one, a hair either side (where going through float
+    # with plain rounding goes wrong), plus the subnormal, overflow and special cases
+    halves = np.arange(0, 0x7C00, dtype=np.uint16).view(np.float16).astype(np.float64)
+    gap = np.diff(np.append(halves, 65536.0))       # (65536 is where the next half would be)
+    middle = halves + gap / 2
+    values = np.concatenate([middle, middle * (1 + 2.0 ** -40), middle * (1 - 2.0 ** -40), halves,
+                             [65519.99, 65520.0, 65520.01, 1e300, 2.0 ** -25, 2.0 ** -25 * (1 + 2.0 ** -50),
+                              2.0 ** -26, 1e-300, 5e-324, 0.0, np.inf, np.nan]])
+    values = np.concatenate([values, -values])
+    got = run_elementwise(Ops.CAST, dtypes.float16, [(values, dtypes.float64)])
+    with np.errstate(over="ignore"):
+        want = values.astype(np.float16)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)])
+
+
+def test_no_cast_calls_a_runtime_library_function():
+    # compiler-rt's conversion helpers (__truncdfhf2, __floatdihf, ...) that LLVM may call are missing from a process
+    # that has not loaded libgcc by chance, so the JIT can't link them; libc's (memcpy for a copy) are always there
+    from tinygrad_core.engine.realize import CompiledRunner
+    from tinygrad_cpu.compiler import LLVMCompiler
+    from cpu_kernel_runner import elementwise_ast
+    compiler = LLVMCompiler()
+    for src, dst in itertools.product(ALL, ALL):
+        assembly = compiler.disassemble(CompiledRunner("CPU", elementwise_ast(Ops.CAST, dst, [src], 64)).src)
+        calls = [line.split()[-1] for line in assembly.splitlines()
+                 if line.split()[:1] in (["call"], ["callq"], ["jmp"]) and line.split()[-1].startswith("__")]
+        assert not calls, f"casting {src} to {dst} calls {calls}"
