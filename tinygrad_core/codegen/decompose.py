@@ -2,12 +2,12 @@
 
 Only ops outside GroupOp.REQUIRED can be missing; each rule below keeps the reference semantics exactly."""
 from __future__ import annotations
-from tinygrad_core.dtype import dtypes
+from tinygrad_core.dtype import dtypes, truncate_value
 from tinygrad_core.ops import Ops, UOp, GroupOp
 
 
 def _const(dtype, value) -> UOp:
-    return UOp(Ops.CONST, dtype, (), value)
+    return UOp(Ops.CONST, dtype, (), truncate_value(value, dtype))      # (-1 as an unsigned is its largest value)
 
 
 def _neg(x: UOp) -> UOp:
@@ -26,8 +26,17 @@ def _max(a: UOp, b: UOp) -> UOp:
 def _shift(x: UOp, amount: UOp, left: bool) -> UOp:
     if amount.op is not Ops.CONST:
         raise NotImplementedError("this renderer lacks SHL/SHR and the shift amount isn't a constant")
-    factor = _const(x.dtype, 2 ** int(amount.arg))
-    return UOp(Ops.MUL if left else Ops.IDIV, x.dtype, (x, factor))
+    places, signed = int(amount.arg), not dtypes.is_unsigned(x.dtype)
+    if not left and signed and places == 8 * x.dtype.itemsize - 1:    # 2**places overflows: shift twice
+        return _shift(_shift(x, _const(x.dtype, places - 1), left), _const(x.dtype, 1), left)
+    factor = _const(x.dtype, 2 ** places)
+    if left or not signed:
+        return UOp(Ops.MUL if left else Ops.IDIV, x.dtype, (x, factor))
+    # a signed shift rounds down, IDIV toward zero: one less where a negative x leaves a remainder
+    quotient, remainder = UOp(Ops.IDIV, x.dtype, (x, factor)), UOp(Ops.MOD, x.dtype, (x, factor))
+    below = UOp(Ops.CMPLT, dtypes.bool, (remainder, _const(x.dtype, 0)))
+    step = UOp(Ops.WHERE, x.dtype, (below, _const(x.dtype, -1), _const(x.dtype, 0)))
+    return UOp(Ops.ADD, x.dtype, (quotient, step))
 
 
 RULES = {
