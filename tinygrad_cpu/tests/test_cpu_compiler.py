@@ -103,3 +103,14 @@ def test_only_small_kernels_ask_llvm_to_leave_their_loops_alone(size, kept_as_wr
     # vectorising a loop of a few dozen trips gains nothing and doubles the compile time
     src = CompiledRunner("CPU", elementwise_ast(Ops.ADD, dtypes.float32, [dtypes.float32] * 2, size)).src
     assert ('"llvm.loop.vectorize.enable", i1 false' in src) == kept_as_written
+
+
+def test_a_changed_math_helper_renders_kernels_anew(monkeypatch):
+    # programs remembered on disk must not outlive the helper text they were rendered with
+    from tinygrad_core.engine.realize import _program_path
+    from tinygrad_cpu import mathlib
+    from tinygrad_cpu.renderer import LLVMRenderer
+    ast = elementwise_ast(Ops.SIN, dtypes.float32, [dtypes.float32], 64)
+    before = _program_path("CPU", LLVMRenderer(), ast)
+    monkeypatch.setitem(mathlib.HELPERS, mathlib.SIN, mathlib.HELPERS[mathlib.SIN] + "\n; changed")
+    assert _program_path("CPU", LLVMRenderer(), ast) != before
