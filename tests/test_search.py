@@ -1,9 +1,12 @@
 """BEAM=1: every candidate opts computes the same result, and the fastest one is remembered on disk."""
 from __future__ import annotations
+import dataclasses
+import json
 import numpy as np
 from tinygrad_core import Context, Device, Tensor
+from tinygrad_core.codegen.lower import KernelOpts
 from tinygrad_core.engine import search
-from tinygrad_core.engine.realize import CompiledRunner
+from tinygrad_core.engine.realize import CompiledRunner, opts_from_json
 from helpers import assert_close
 
 
@@ -47,3 +50,30 @@ def test_the_search_result_is_kept_on_disk(tmp_path, monkeypatch):
     with Context(BEAM=1):
         assert_close((Tensor(a) @ Tensor(b)).numpy(), a @ b)
     assert [r.opts for r in cache.values()] == chosen
+
+
+def test_kept_opts_come_back_with_every_field(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((32, 16)).astype(np.float32)
+    chosen = KernelOpts(upcast=((1, 4),), unroll=2, order=(1, 0, 2))   # (a 1024^3 matmul's order came back as ())
+    monkeypatch.setattr(search, "candidates", lambda ast, renderer: [chosen])
+    cache = Device[Device.DEFAULT].kernel_cache
+    cache.clear()
+    with Context(BEAM=1):
+        assert_close((Tensor(a) @ Tensor(b)).numpy(), a @ b)
+    cache.clear()
+    monkeypatch.setattr(search, "candidates", lambda ast, renderer: [KernelOpts()])    # a search would pick these
+    with Context(BEAM=1):
+        assert_close((Tensor(a) @ Tensor(b)).numpy(), a @ b)
+    assert [r.opts for r in cache.values()] == [chosen]
+
+
+def test_opts_are_kept_by_field_name_and_an_entry_of_another_form_is_searched_again():
+    every_field = KernelOpts(upcast=((0, 4), (2, 2)), local_size=32, unroll=4, tensor_core=True, local_tiles=True,
+                             order=(2, 0, 1))
+    assert all(getattr(every_field, f.name) != f.default for f in dataclasses.fields(KernelOpts))
+    assert opts_from_json(json.loads(json.dumps(dataclasses.asdict(every_field)))) == every_field
+    assert opts_from_json([[[0, 4]], 1, 4, False, False]) is None         # the old positional form lost `order`
+    assert opts_from_json({**dataclasses.asdict(every_field), "retired": 1}) is None
+    assert opts_from_json({k: v for k, v in dataclasses.asdict(every_field).items() if k != "order"}) is None

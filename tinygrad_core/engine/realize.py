@@ -67,6 +67,16 @@ def _program_path(device: str, renderer, ast: UOp) -> pathlib.Path:
     return cache_dir() / "programs" / hashlib.sha256(key.encode()).hexdigest()
 
 
+def opts_from_json(saved) -> KernelOpts | None:
+    """KernelOpts back from dataclasses.asdict's fields (by name) read from JSON, or None where the entry has other
+    fields than KernelOpts has now (written by another version: a missing field must not silently take its default)."""
+    def tuples(value):
+        return tuple(map(tuples, value)) if isinstance(value, list) else value
+    if not isinstance(saved, dict) or set(saved) != {f.name for f in dataclasses.fields(KernelOpts)}:
+        return None
+    return KernelOpts(**{name: tuples(value) for name, value in saved.items()})
+
+
 class CompiledRunner:
     """A kernel ready to launch on one device: its linear program, source, binary and launch geometry.
 
@@ -82,8 +92,7 @@ class CompiledRunner:
         path = _program_path(device, renderer, ast) if remembered else None
         if path is not None and (entry := _read_cache_entry(path)) is not None:
             saved = json.loads(entry)
-            self.opts = KernelOpts(**{k: tuple(map(tuple, v)) if k == "upcast" else tuple(v) if isinstance(v, list)
-                                      else v for k, v in saved["opts"].items()})
+            self.opts = opts_from_json(saved["opts"])
             self.name, self.src, self.flops, self.vars = saved["name"], saved["src"], saved["flops"], []
             self.global_size, self.local_size = tuple(saved["global_size"]), tuple(saved["local_size"])
         else:

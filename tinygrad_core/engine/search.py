@@ -5,13 +5,14 @@ tiled, other unroll factors, other thread-group sizes. Each is compiled and time
 own buffers may be read and written by it, e.g. an in-place update); the fastest is kept in memory and on disk,
 keyed by the kernel and the device's compiler, so a later process gets it without timing anything."""
 from __future__ import annotations
+import dataclasses
 import hashlib
 import json
 import numpy as np
 from tinygrad_core.codegen.lower import KernelOpts
 from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.device import Buffer, Device, _read_cache_entry, _write_cache_entry
-from tinygrad_core.engine.realize import CompiledRunner, kernel_text
+from tinygrad_core.engine.realize import CompiledRunner, kernel_text, opts_from_json
 from tinygrad_core.helpers import DEBUG, cache_dir, prod
 from tinygrad_core.ops import Ops, UOp
 
@@ -74,10 +75,8 @@ def scratch_buffers(ast: UOp, device: str) -> list[Buffer]:
 def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
     """The kernel compiled with the opts that ran fastest here (timed once, then remembered on disk)."""
     path = cache_dir() / "opts" / kernel_key(ast, device)
-    if (entry := _read_cache_entry(path)) is not None:
-        upcast, local_size, unroll, tensor_core, *local_tiles = json.loads(entry)     # (older entries lack the last)
-        return CompiledRunner(device, ast, KernelOpts(tuple(map(tuple, upcast)), local_size, unroll, tensor_core,
-                                                      bool(local_tiles and local_tiles[0])))
+    if (entry := _read_cache_entry(path)) is not None and (kept := opts_from_json(json.loads(entry))) is not None:
+        return CompiledRunner(device, ast, kept)
     renderer, bufs = Device[device].renderer, scratch_buffers(ast, device)
     timed: list[tuple[float, CompiledRunner]] = []
     for opts in candidates(ast, renderer):
@@ -89,7 +88,5 @@ def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
         if DEBUG >= 2:
             print(f"  search {runner.name}: {opts} {seconds * 1e6:9.1f} us")
     seconds, best = min(timed, key=lambda t: t[0])
-    opts = best.opts
-    _write_cache_entry(path, json.dumps([opts.upcast, opts.local_size, opts.unroll, opts.tensor_core,
-                                         opts.local_tiles]).encode())
+    _write_cache_entry(path, json.dumps(dataclasses.asdict(best.opts)).encode())     # by field name, every field
     return best
