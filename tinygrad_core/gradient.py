@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import DEBUG
-from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.ops import Ops, UOp, cos_uop
 
 
 def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
@@ -17,7 +17,20 @@ def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
         is_max = a.ne(out.expand(a.shape)).where(0.0, 1.0).cast(g.dtype)
         ties = is_max.reduce(Ops.ADD, axes).expand(a.shape)
         return (g.expand(a.shape) * is_max / ties,)
-    return (g.expand(a.shape) * out.expand(a.shape) / a,)            # MUL: d(prod)/da = prod / a
+    # MUL: d(prod)/da is the product of the others. prod / a where no element is 0; where one is, the product of
+    # the rest at that element and 0 elsewhere; with two or more zeros, 0 everywhere
+    is_zero = a.ne(0.0).where(0.0, 1.0).cast(a.dtype)
+    zeros = is_zero.reduce(Ops.ADD, axes).expand(a.shape)
+    others = a.ne(0.0).where(a, 1.0).cast(a.dtype).reduce(Ops.MUL, axes).expand(a.shape)
+    rest = zeros.ne(0.0).where(zeros.ne(1.0).where(0.0, is_zero * others), out.expand(a.shape) / a)
+    return (g.expand(a.shape) * rest,)
+
+
+def _sum_out(g: UOp, axes) -> UOp:
+    """A gradient summed over broadcast axes; 16-bit floats add up in float32 (as the forward sum does)."""
+    if g.dtype in (dtypes.float16, dtypes.bfloat16):
+        return g.cast(dtypes.float32).reduce(Ops.ADD, axes).cast(g.dtype)
+    return g.reduce(Ops.ADD, axes)
 
 
 def _max_grad(g: UOp, a: UOp, b: UOp) -> tuple:
@@ -38,7 +51,7 @@ GRADIENTS = {
     Ops.SQRT: lambda g, out, a: (g / (out * 2),),
     Ops.EXP2: lambda g, out, a: (g * out * math.log(2),),
     Ops.LOG2: lambda g, out, a: (g / (a * math.log(2)),),
-    Ops.SIN: lambda g, out, a: (g * (a + math.pi / 2).alu(Ops.SIN),),
+    Ops.SIN: lambda g, out, a: (g * cos_uop(a),),
     Ops.MAX: lambda g, out, a, b: _max_grad(g, a, b),
     Ops.WHERE: lambda g, out, c, a, b: (None, c.where(g, 0.0), c.where(0.0, g)),
     Ops.MULACC: lambda g, out, a, b, c: (g * b, g * a, g),
@@ -46,8 +59,7 @@ GRADIENTS = {
     Ops.REDUCE_AXIS: _reduce_grad,
     Ops.RESHAPE: lambda g, out, a: (g.reshape(a.shape),),
     Ops.PERMUTE: lambda g, out, a: (g.permute(_inverse(out.arg)),),
-    Ops.EXPAND: lambda g, out, a: (g.reduce(Ops.ADD, [i for i, (s, n) in enumerate(zip(a.shape, out.shape))
-                                                      if s != n]),),
+    Ops.EXPAND: lambda g, out, a: (_sum_out(g, [i for i, (s, n) in enumerate(zip(a.shape, out.shape)) if s != n]),),
     Ops.PAD: lambda g, out, a: (g.shrink(tuple((before, before + s) for (before, _), s in zip(out.arg, a.shape))),),
     Ops.SHRINK: lambda g, out, a: (g.pad(tuple((start, s - end) for (start, end), s in zip(out.arg, a.shape))),),
     Ops.FLIP: lambda g, out, a: (g.flip(out.arg),),

@@ -373,6 +373,13 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
     return src_shape
 
 
+def cos_uop(x: UOp) -> UOp:
+    """cos from the SIN primitive as 1 - 2 sin^2(x/2): halving is exact, where sin(pi/2 - x) would round pi/2 - x
+    in x's precision (cos(1e7) in float32 would be off in the first digit)."""
+    s = (x * 0.5).alu(Ops.SIN)
+    return x.const_like(1.0) - s * s * 2.0
+
+
 def identity_element(op: Ops, dtype: DType):
     """What a reduce's accumulator starts at."""
     if op is Ops.ADD:

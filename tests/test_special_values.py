@@ -1,0 +1,184 @@
+"""Regressions for silently wrong answers on special values (NaN, infinities, -0.0, integer extremes) and at the
+edges of gradient rules, each checked against PyTorch on the CPU."""
+import math
+import numpy as np
+import pytest
+import torch
+from tinygrad_core import Tensor, dtypes
+
+nan, inf = math.nan, math.inf
+
+
+def same(ours: Tensor, theirs: torch.Tensor, rtol=1e-6, atol=1e-6):
+    expected = theirs.detach().numpy()
+    got = ours.numpy()
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol,
+                               equal_nan=True)
+
+
+def grads(fn, values, dtype=torch.float32):
+    """fn's gradient at values, ours and PyTorch's."""
+    x = Tensor(np.array(values, np.float32), requires_grad=True)
+    fn(x).sum().backward()
+    t = torch.tensor(values, dtype=dtype, requires_grad=True)
+    fn(t).sum().backward()
+    return x.grad, t.grad
+
+
+def test_comparisons_with_nan_are_false():
+    x = [nan, 0.0, 1.0, -inf]
+    for op in (lambda a: a >= 0, lambda a: a <= 0, lambda a: a > 0, lambda a: a < 0, lambda a: a == a):
+        np.testing.assert_array_equal(op(Tensor(x)).numpy(), op(torch.tensor(x)).numpy())
+    assert (Tensor([nan]) != Tensor([nan])).item()
+
+
+def test_relu_keeps_nan_and_negative_zero():
+    x = [nan, -0.0, 0.0, -1.0, 2.0, -inf, inf]
+    got, expected = Tensor(x).relu().numpy(), torch.tensor(x).relu().numpy()
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    ours, theirs = grads(lambda a: a.relu(), [-1.0, 0.0, 2.0])
+    same(ours, theirs)
+
+
+def test_argmax_of_nan_is_the_nan():
+    for x in ([1.0, nan, 3.0], [nan, nan, 1.0], [3.0, 1.0, nan]):
+        assert Tensor(x).argmax().item() == torch.tensor(x).argmax().item()
+        assert Tensor(x).argmin().item() == torch.tensor(x).argmin().item()
+    assert np.isnan(Tensor([1.0, nan, 3.0]).max().item())
+
+
+def test_cumsum_through_infinities():
+    for x in ([1.0, inf, 2.0], [-inf, 1.0, inf], [nan, 1.0]):
+        same(Tensor(x).cumsum(), torch.tensor(x).cumsum(0))
+
+
+def test_logsumexp_and_softmax_with_infinities():
+    x = [[1.0, inf], [-inf, -inf], [0.0, -inf], [2.0, 3.0]]
+    same(Tensor(x).logsumexp(1), torch.tensor(x).logsumexp(1))
+    same(Tensor(x[2:]).softmax(1), torch.tensor(x[2:]).softmax(1))
+    same(Tensor(x[2:]).log_softmax(1), torch.tensor(x[2:]).log_softmax(1))
+
+
+@pytest.mark.parametrize("dtype,low", [(dtypes.int32, -2**31), (dtypes.int64, -2**63), (dtypes.int8, -128)])
+def test_integer_minimum_does_not_wrap(dtype, low):
+    x = Tensor([low, 0, 5], dtype=dtype)
+    assert x.min().item() == low
+    assert x.argmin().item() == 0
+    assert x.minimum(Tensor([0, low, 3], dtype=dtype)).tolist() == [low, low, 3]
+    assert x.min(0, keepdim=True).tolist() == [low]
+
+
+def test_pow_result_types_follow_pytorch():
+    for base, exponent in (([-2, 0, 2], 29), ([1, 2, 3, 4], 2.0), ([1, 2, 3], 0), ([2, 3], 2), ([-3, 5], 3)):
+        ours, theirs = Tensor(base) ** exponent, torch.tensor(base, dtype=torch.int32) ** exponent
+        assert dtypes.is_float(ours.dtype) == theirs.dtype.is_floating_point, (base, exponent, ours.dtype)
+        same(ours, theirs)
+    same(Tensor([2, -3, 5]) ** Tensor([3, 2, 0]), torch.tensor([2, -3, 5]) ** torch.tensor([3, 2, 0]))
+    with pytest.raises(RuntimeError, match="negative"):
+        Tensor([1, 2]) ** -1
+
+
+def test_pow_special_values():
+    bases = [inf, nan, -inf, -inf, 0.0, -0.0, -0.0, -2.0, 1.0, -1.0, 0.5, 0.0, 2.0]
+    exps = [0.0, 0.0, 0.3, 1.1, -1.0, -1.0, 0.5, 0.5, nan, inf, -inf, -inf, 3.0]
+    got = (Tensor(bases) ** Tensor(exps)).numpy()
+    expected = (torch.tensor(bases) ** torch.tensor(exps)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, equal_nan=True)
+    numbers = ~np.isnan(expected)           # (a NaN's sign bit means nothing)
+    np.testing.assert_array_equal(np.signbit(got[numbers]), np.signbit(expected[numbers]))
+    for e in (math.inf, -math.inf, math.nan):      # Python exponents that aren't finite
+        same(Tensor([0.5, 2.0]) ** e, torch.tensor([0.5, 2.0]) ** e)
+
+
+@pytest.mark.parametrize("c", [0.0, 0.3, 1.0, 2.5, -1.0])
+def test_pow_gradient_at_zero_and_infinity(c):
+    ours, theirs = grads(lambda a: a ** c, [0.0, inf, -inf, 2.0, -2.0])
+    same(ours, theirs)
+
+
+def test_pow_gradient_of_the_exponent():
+    b = Tensor([0.0, 2.0, 0.5], requires_grad=True)
+    e = Tensor([2.0, 3.0, 0.0], requires_grad=True)
+    (b ** e).sum().backward()
+    tb, te = torch.tensor([0.0, 2.0, 0.5], requires_grad=True), torch.tensor([2.0, 3.0, 0.0], requires_grad=True)
+    (tb ** te).sum().backward()
+    same(b.grad, tb.grad)
+    same(e.grad, te.grad)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh", "silu", "gelu", "quick_gelu", "softplus", "mish", "logsigmoid"])
+def test_saturating_activations_have_finite_gradients(name):
+    values = [-500.0, -100.0, -45.0, 0.0, 45.0, 100.0, 500.0]
+    torch_fn = {"silu": torch.nn.functional.silu, "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+                "quick_gelu": lambda t: t * torch.sigmoid(1.702 * t), "softplus": torch.nn.functional.softplus,
+                "mish": torch.nn.functional.mish, "logsigmoid": torch.nn.functional.logsigmoid}.get(name)
+    x = Tensor(values, requires_grad=True)
+    getattr(x, name)().sum().backward()
+    t = torch.tensor(values, requires_grad=True)
+    (torch_fn(t) if torch_fn else getattr(t, name)()).sum().backward()
+    same(x.grad, t.grad, atol=1e-5)
+
+
+def test_abs_and_clip_gradients_at_the_kinks():
+    same(*grads(lambda a: a.abs(), [0.0, -0.0, -2.0, 3.0]))
+    same(*grads(lambda a: a.clip(-2.5, 1.5), [-2.5, 1.5, 0.0, -3.0, 2.0]))
+    np.testing.assert_array_equal(np.signbit(Tensor([-0.0]).abs().numpy()), [False])
+    same(Tensor([nan, -3.0, 3.0]).clip(-1, 1), torch.tensor([nan, -3.0, 3.0]).clip(-1, 1))
+    same(Tensor([0.0, 5.0]).clip(3, 1), torch.tensor([0.0, 5.0]).clip(3, 1))   # min > max: max wins
+
+
+def test_prod_gradient_with_zeros():
+    for x in ([2.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, -1.0, 4.0], [[1.0, 0.0], [2.0, 3.0]]):
+        same(*grads(lambda a: a.prod(-1), x))
+
+
+def test_cos_keeps_its_digits_for_large_arguments():
+    x = [1e7, 12345.678, 1e4 + 0.5, 3.0, -1e6]
+    same(Tensor(x).cos(), torch.tensor(x).cos(), atol=2e-6)
+    same(Tensor(x, dtype=dtypes.float16).cos(), torch.tensor(x, dtype=torch.float16).float().cos().half(), atol=1e-3)
+    same(*grads(lambda a: a.tan(), [0.5, 1.0, -1.2]), rtol=1e-5)
+
+
+def test_empty_reductions_and_normalisations():
+    e = Tensor.ones(3, 0)
+    assert e.softmax(-1).shape == (3, 0) and e.log_softmax(-1).shape == (3, 0)
+    assert Tensor.ones(0).any().item() is False and Tensor.ones(0).all().item() is True
+    assert Tensor.ones(2, 0).any(1).tolist() == [False, False]
+    same(Tensor.ones(2, 0).logsumexp(1), torch.ones(2, 0).logsumexp(1))
+    assert Tensor(3.0).cumsum(0).item() == 3.0 and Tensor(2.0).cumprod(-1).item() == 2.0
+
+
+def test_inverse_trig_and_hyperbolic_functions():
+    x = np.array([-0.999, -0.7, -0.5, -0.2, -1e-6, 0.0, 1e-6, 0.3, 0.5, 0.6, 0.99, 1.0, 1.5, nan], np.float32)
+    for name in ("asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "tanh"):
+        same(getattr(Tensor(x), name)(), getattr(torch.tensor(x), name)(), rtol=2e-6, atol=1e-7)
+    wide = np.array([-1e30, -50.0, -3.0, 1.0, 1.5, 4.0, 1e5, 1e30, inf, -inf], np.float32)
+    for name in ("atan", "asinh", "acosh", "sinh", "cosh"):
+        same(getattr(Tensor(wide), name)(), getattr(torch.tensor(wide), name)(), rtol=2e-6)
+    x64 = np.linspace(-0.99, 0.99, 41)
+    for name in ("asin", "acos", "atan", "asinh", "atanh", "sinh"):
+        same(getattr(Tensor(x64, dtype=dtypes.float64), name)(), getattr(torch.tensor(x64), name)(), rtol=1e-13,
+             atol=1e-15)
+
+
+def test_log10_copysign_fmod_logaddexp():
+    x = [0.1, 1.0, 1000.0, 0.0, -1.0]
+    same(Tensor(x).log10(), torch.tensor(x).log10())
+    a, b = [1.0, -2.0, 3.0, 0.0, 5.0], [-0.0, 1.0, -inf, -1.0, nan]
+    got = Tensor(a).copysign(Tensor(b)).numpy()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(torch.tensor(a).copysign(torch.tensor(b)).numpy()))
+    same(Tensor([5.5, -5.5, 7.0]).fmod(2), torch.tensor([5.5, -5.5, 7.0]).fmod(2))
+    assert Tensor([7, -7]).fmod(3).tolist() == torch.tensor([7, -7]).fmod(3).tolist()
+    a, b = [1.0, -inf, inf, 0.0, -inf], [2.0, -inf, inf, -inf, 3.0]
+    same(Tensor(a).logaddexp(Tensor(b)), torch.tensor(a).logaddexp(torch.tensor(b)))
+
+
+def test_isclose_and_allclose():
+    a, b = [1.0, inf, nan, 1.0, -inf], [1.0 + 1e-7, inf, nan, 1.1, inf]
+    for equal_nan in (False, True):
+        assert Tensor(a).isclose(Tensor(b), equal_nan=equal_nan).tolist() == \
+            torch.tensor(a).isclose(torch.tensor(b), equal_nan=equal_nan).tolist()
+    assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-6])) is True
+    assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.1])) is False
