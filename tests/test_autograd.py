@@ -20,7 +20,7 @@ def test_backward_hand_derived():
 
 def test_backward_mlp_against_numpy():
     x_np, w1_np, w2_np = rand_array((4, 3), seed=1), rand_array((3, 5), seed=2), rand_array((5, 2), seed=3)
-    x = Tensor(x_np)
+    x = Tensor(x_np, requires_grad=False)
     w1, w2 = Tensor(w1_np, requires_grad=True), Tensor(w2_np, requires_grad=True)
     loss = (x @ w1).relu().matmul(w2).square().mean()
     loss.backward()
@@ -107,12 +107,20 @@ def test_requires_grad_flags():
     assert x.requires_grad is False
 
 
-def test_no_grad_target_gets_no_grad():
+def test_backward_fills_every_float_tensor_unless_opted_out():
+    # tinygrad 0.14: requires_grad=None takes a gradient too; requires_grad=False opts out; ints never do
     x = Tensor([1.0, 2.0], requires_grad=True)
     c = Tensor([3.0, 4.0])
-    (x * c).sum().backward()
-    assert c.grad is None
-    assert_close(x.grad.numpy(), [3.0, 4.0])
+    frozen = Tensor([5.0, 6.0], requires_grad=False)
+    k = Tensor([1, 1])
+    h = x * c
+    (h * frozen + k).sum().backward()
+    assert frozen.grad is None and k.grad is None
+    assert_close(x.grad.numpy(), [15.0, 24.0])
+    assert_close(c.grad.numpy(), [5.0, 12.0])
+    assert_close(h.grad.numpy(), [5.0, 6.0])
+    with pytest.raises(RuntimeError, match="no floating-point tensor"):
+        Tensor([1, 2], requires_grad=False).sum().backward()
 
 
 def test_detach_stops_gradient():

@@ -2,7 +2,10 @@
 
 Mixed into Tensor as class methods, so `Tensor.rand(2, 3)` and `Tensor.zeros_like(t)` read as in tinygrad."""
 from __future__ import annotations
+import ctypes
+import gzip
 import math
+import pathlib
 import weakref
 from typing import TYPE_CHECKING
 import numpy as np
@@ -19,6 +22,15 @@ if TYPE_CHECKING:
 random_offset_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _checked_shape(shape: tuple) -> tuple:
+    for s in shape:
+        if isinstance(s, bool) or not (isinstance(s, (int, np.integer)) or is_symbolic(s)):
+            raise TypeError(f"sizes must be ints (or symbolic sizes), got {type(s).__name__} {s!r} in {shape}")
+        if not is_symbolic(s) and s < 0:
+            raise ValueError(f"can't make a tensor with a negative size: {shape}")
+    return tuple(s if is_symbolic(s) else int(s) for s in shape)
+
+
 class CreationOps:
     _seed: int = 0
     _rng_counter: int = 0
@@ -26,16 +38,14 @@ class CreationOps:
     # ---- creation ----
     @classmethod
     def empty(cls, *shape, device=None, dtype=None, **kwargs) -> Tensor:
-        shape = argfix(*shape)
+        shape = _checked_shape(argfix(*shape))
         dtype = to_dtype(dtype or dtypes.default_float)
         device = Device.canonicalize(device)
         return cls(buffer_uop(Buffer(device, sym.max_value(prod(shape)), dtype)).reshape(shape), **kwargs)
 
     @classmethod
     def full(cls, shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
-        shape = argfix(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        if any(not (isinstance(s, int) and s >= 0 or is_symbolic(s)) for s in shape):
-            raise ValueError(f"shape must be non-negative ints (or symbolic sizes), got {shape}")
+        shape = _checked_shape(argfix(shape) if isinstance(shape, (tuple, list)) else (shape,))
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
         const = UOp.const(dtype, fill_value, Device.canonicalize(device))
         return cls(const.broadcast_to(shape), **kwargs)
@@ -52,7 +62,12 @@ class CreationOps:
     def arange(cls, start, stop=None, step=1, device=None, dtype=None, **kwargs) -> Tensor:
         if stop is None:
             start, stop = 0, start
+        if step == 0:
+            raise ValueError(f"arange step must be nonzero (start {start}, stop {stop})")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+        if dtype == dtypes.default_int and not dtypes.min(dtype) <= min(start, stop - step) <= \
+                max(start, stop - step) <= dtypes.max(dtype):
+            dtype = dtypes.int64           # values past int32 (as tinygrad and PyTorch)
         n = max(0, math.ceil((stop - start) / step))
         # the values are made on the host and uploaded: a constant table, not a computation
         values = start + step * np.arange(n, dtype=np.float64)
@@ -62,6 +77,9 @@ class CreationOps:
     @classmethod
     def linspace(cls, start, stop, steps: int, device=None, dtype=None, **kwargs) -> Tensor:
         dtype = to_dtype(dtype or dtypes.default_float)
+        if dtype == dtypes.bool or not isinstance(steps, int) or steps < 0:
+            raise (TypeError if dtype == dtypes.bool else ValueError)(
+                f"linspace needs a number dtype and a non-negative int count, got dtype {dtype}, steps {steps!r}")
         if steps == 1:
             return cls([start], device=device, dtype=dtype, **kwargs)
         return (cls.arange(steps, device=device, dtype=dtypes.float32) * ((stop - start) / (steps - 1)) +
@@ -74,6 +92,31 @@ class CreationOps:
         cols = cls.arange(m, device=device).reshape(1, m)
         return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
             kwargs.get("requires_grad"))
+
+    @staticmethod
+    def from_blob(ptr: int, shape, dtype=None, device=None, **kwargs) -> Tensor:
+        """A tensor holding a copy of the host memory at address ptr (tinygrad's shares it; here it is copied)."""
+        dtype = to_dtype(dtype or dtypes.default_float)
+        count = prod(_checked_shape(argfix(shape)))
+        raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
+        host = np.frombuffer(raw, dtype=np.uint16 if dtype == dtypes.bfloat16 else dtype.np).reshape(shape).copy()
+        from tinygrad_core.tensor import Tensor
+        out = Tensor(host, device=device)
+        return (out.bitcast(dtype) if dtype == dtypes.bfloat16 else out).requires_grad_(kwargs.get("requires_grad"))
+
+    @staticmethod
+    def from_url(url: str, gunzip: bool = False, **kwargs) -> Tensor:
+        """The bytes at url (fetched once, then read from the cache) as a uint8 tensor."""
+        from tinygrad_core.helpers import fetch
+        from tinygrad_core.tensor import Tensor
+        data = pathlib.Path(fetch(url)).read_bytes()
+        return Tensor(np.frombuffer(gzip.decompress(data) if gunzip else data, dtype=np.uint8), **kwargs)
+
+    def empty_like(self, dtype=None, device=None) -> Tensor:
+        return type(self).empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+
+    def const_like(self, value, dtype=None) -> Tensor:
+        return self.full_like(value, **({"dtype": dtype} if dtype is not None else {}))
 
     def full_like(self, fill_value, **kwargs) -> Tensor:
         return type(self).full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device} | kwargs)

@@ -64,7 +64,8 @@ class Tensor(CreationOps, NNOps, IndexingOps):
     from tinygrad_core.helpers import TRAINING as training
     no_grad = _Switch(False)
     train = training        # `with Tensor.train():` as in tinygrad (Tensor.train(False) for evaluation)
-    _grad_tensors: weakref.WeakSet = weakref.WeakSet()     # tensors with requires_grad=True, for backward()
+    _grad_tensors: weakref.WeakSet = weakref.WeakSet()     # tensors with requires_grad=True (their graphs are kept)
+    is_param: bool = False
     _live: weakref.WeakSet = weakref.WeakSet()             # every tensor, for realize_all's write-after-read check
 
     def __init__(self, data, device: str | None = None, dtype: DType | str | None = None,
@@ -121,6 +122,18 @@ class Tensor(CreationOps, NNOps, IndexingOps):
 
     def numel(self) -> int:
         return prod(self.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape, or the size of one dimension."""
+        return self.shape if dim is None else self.shape[self._axis(dim)]
+
+    def is_floating_point(self) -> bool:
+        return dtypes.is_float(self.dtype)
+
+    def is_param_(self, is_param: bool = True) -> Tensor:
+        """Mark this tensor as a model parameter (tinygrad's flag; optimizers here take their list explicitly)."""
+        self.is_param = is_param
+        return self
 
     def element_size(self) -> int:
         return self.dtype.itemsize
@@ -241,7 +254,8 @@ class Tensor(CreationOps, NNOps, IndexingOps):
 
     # ---- autograd ----
     def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Compute d(self)/d(t) for every tensor t with requires_grad=True that self depends on; add it to t.grad."""
+        """Add d(self)/d(t) to t.grad for every floating-point tensor t that self depends on, as tinygrad 0.14 does
+        (requires_grad=None counts; requires_grad=False opts a tensor out)."""
         if gradient is None:
             if self.shape != () and self.numel() != 1:
                 raise RuntimeError(f"backward() on a tensor of shape {self.shape} needs a gradient of that shape: "
@@ -250,10 +264,11 @@ class Tensor(CreationOps, NNOps, IndexingOps):
         if gradient.shape != self.shape:
             raise ValueError(f"gradient shape {gradient.shape} doesn't match tensor shape {self.shape}")
         in_graph = set(self.uop.toposort())
-        targets = [t for t in list(Tensor._grad_tensors) if t.uop in in_graph]
+        targets = [t for t in list(Tensor._live) if t.uop in in_graph and t.requires_grad is not False and
+                   dtypes.is_float(t.dtype)]
         if not targets:
-            raise RuntimeError("backward(): nothing in this graph requires a gradient; create the inputs with "
-                               "requires_grad=True (or call .requires_grad_())")
+            raise RuntimeError(f"backward(): no floating-point tensor in this graph can take a gradient (the result "
+                               f"is {self.dtype}, and inputs with requires_grad=False are left out)")
         grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
         for t in targets:
             if (g := grads.get(t.uop)) is None:
@@ -322,6 +337,7 @@ class Tensor(CreationOps, NNOps, IndexingOps):
     def long(self) -> Tensor: return self.cast(dtypes.int64)        # noqa: E704
     def bool(self) -> Tensor: return self.cast(dtypes.bool)         # noqa: E704
     def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)  # noqa: E704
+    def short(self) -> Tensor: return self.cast(dtypes.int16)       # noqa: E704
 
     def _float(self) -> Tensor:
         """Math functions on ints compute in the default float type."""
@@ -336,6 +352,8 @@ class Tensor(CreationOps, NNOps, IndexingOps):
         return Tensor(a.uop.alu(Ops.SUB, b.uop))
 
     def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+        if rounding_mode not in (None, "trunc", "floor"):
+            raise ValueError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         a, b = self._to_operand(x, reverse)
         if rounding_mode == "trunc":
             return a.idiv(b) if dtypes.is_int(a.dtype) else (a / b).trunc()
@@ -402,6 +420,9 @@ class Tensor(CreationOps, NNOps, IndexingOps):
         else:
             dtype = dtypes.from_py([x, y])
             x, y = Tensor(x, device=self.device, dtype=dtype), Tensor(y, device=self.device, dtype=dtype)
+        if len({cond.device, x.device, y.device}) > 1:
+            raise RuntimeError(f"where: the condition is on {cond.device}, the values on {x.device} and {y.device}; "
+                               f"move them to one device with .to()")
         shape = _broadcast_shape(cond.shape, x.shape, y.shape)
         cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
         return Tensor(UOp(Ops.WHERE, x.dtype, (cond.uop, x.uop, y.uop)))
@@ -835,7 +856,12 @@ class Tensor(CreationOps, NNOps, IndexingOps):
 
     # ---- movement ----
     def reshape(self, shape, *args) -> Tensor:
-        shape = argfix(shape, *args)
+        """A new shape with the same elements; -1 is inferred, None keeps the size at that position (tinygrad)."""
+        shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
+        for s in shape:
+            if isinstance(s, bool) or not (isinstance(s, (int, np.integer)) or is_symbolic(s)):
+                raise TypeError(f"reshape sizes must be ints, got {type(s).__name__} {s!r} in {shape}")
+        shape = tuple(s if is_symbolic(s) else int(s) for s in shape)
         if any(map(is_symbolic, shape + self.shape)):
             return self._reshape_symbolic(shape)
         if shape.count(-1) > 1:
@@ -900,6 +926,17 @@ class Tensor(CreationOps, NNOps, IndexingOps):
             return out
         region = Tensor(UOp.const(dtypes.bool, True, self.device).broadcast_to(self.shape).pad(padding))
         return region.where(out, value)
+
+    def shrink_to(self, shape, *args) -> Tensor:
+        """The leading part of each axis, to this shape (None keeps an axis)."""
+        return self.shrink(tuple(None if s is None else (0, s) for s in argfix(shape, *args)))
+
+    def pad_to(self, shape, *args, value: float = 0.0) -> Tensor:
+        """Padded at the end of each axis to this shape (None keeps an axis)."""
+        shape = argfix(shape, *args)
+        if len(shape) != self.ndim:
+            raise ValueError(f"pad_to shape {shape} has {len(shape)} axes, the tensor has {self.ndim} ({self.shape})")
+        return self.pad(tuple((0, 0 if n is None else n - s) for s, n in zip(self.shape, shape)), value)
 
     def shrink(self, bounds) -> Tensor:
         bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))

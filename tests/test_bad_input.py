@@ -1,0 +1,77 @@
+"""Bad input raises when the op is built, with PyTorch's or tinygrad's exception class and a message that names the
+values; nothing wraps an axis around or computes a number from it."""
+import numpy as np
+import pytest
+from tinygrad_core import Tensor, dtypes
+
+CASES = [
+    (IndexError, r"axis 5 .*2 dimensions .*\(2, 3\)", lambda: Tensor.ones(2, 3).permute(0, 5)),
+    (RuntimeError, r"permute order \(0,\) has 1 axes.*2", lambda: Tensor.ones(2, 3).permute(0)),
+    (IndexError, r"axis 7 .*\(2, 3\)", lambda: Tensor.ones(2, 3).flip(7)),
+    (RuntimeError, r"more than once", lambda: Tensor.ones(2, 3).flip((0, 0))),
+    (IndexError, r"axis 4 .*\(2, 3\)", lambda: Tensor.ones(2, 3).cat(Tensor.ones(2, 3), dim=4)),
+    (IndexError, r"axis 10 .*\[-3, 2\]", lambda: Tensor.ones(2, 3).unsqueeze(10)),
+    (IndexError, r"axis 77", lambda: Tensor.stack(Tensor.ones(2), Tensor.ones(2), dim=77)),
+    (RuntimeError, r"\(2,\) and \(3,\)", lambda: Tensor.stack(Tensor.ones(2), Tensor.ones(3))),
+    (IndexError, r"axis 10 .*0 dimensions", lambda: Tensor(1.0).squeeze(10)),
+    (IndexError, r"axis 1 .*0 dimensions", lambda: Tensor(1.0).sum(1)),
+    (IndexError, r"axis 2 .*\(3, 4\)", lambda: Tensor.ones(3, 4).transpose(0, 2)),
+    (RuntimeError, r"more than once", lambda: Tensor.ones(3, 4).mean(axis=(0, -2))),
+    (RuntimeError, r"more than once", lambda: Tensor.ones(3, 4).sum(axis=(1, 1))),
+    (TypeError, r"float 3.0", lambda: Tensor.ones(6).reshape(3.0, 2)),
+    (ValueError, r"negative size.*\(-3, 2\)", lambda: Tensor.empty(-3, 2)),
+    (ValueError, r"negative size", lambda: Tensor.zeros(2, -1)),
+    (ValueError, r"rounding_mode.*'typo'", lambda: Tensor([1.0]).div(2, rounding_mode="typo")),
+    (TypeError, r"linspace.*bool", lambda: Tensor.linspace(0, 1, 5, dtype=dtypes.bool)),
+    (TypeError, r"shifts are for integers", lambda: Tensor([1.0]) << 2),
+    (TypeError, r"shifts are for integers", lambda: Tensor([1]) >> 1.5),
+    (ValueError, r"step must be nonzero", lambda: Tensor.arange(0, 5, 0)),
+    (RuntimeError, r"0-d tensor .*position 0", lambda: Tensor.cat(Tensor(1.0), Tensor(2.0))),
+    (RuntimeError, r"flatten", lambda: Tensor.ones(2, 3, 4).flatten(2, 1)),
+    (IndexError, r"empty", lambda: Tensor.ones(0, 3).max(0)),
+    (RuntimeError, r"empty axis", lambda: Tensor.ones(0, 3).argmax(0)),
+    (TypeError, r"axis must be an int", lambda: Tensor.ones(2, 3).sum(1.0)),
+    (RuntimeError, r"gather: index has 1 dims", lambda: Tensor.ones(2, 3).gather(0, Tensor([0, 1]))),
+    (IndexError, r"integer tensor", lambda: Tensor.ones(2, 3).gather(0, Tensor([[0.0, 1.0, 1.0]]))),
+    (ValueError, r"pad_to", lambda: Tensor.ones(2, 3).pad_to(4)),
+]
+
+
+@pytest.mark.parametrize("error,message,build", CASES, ids=[c[1][:30] for c in CASES])
+def test_bad_input_raises_when_built(error, message, build):
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_where_across_devices_names_both():
+    cond = Tensor([True, False], device="PYTHON")
+    with pytest.raises(RuntimeError, match="PYTHON.*CPU|CPU.*PYTHON"):
+        cond.where(Tensor([1.0, 2.0], device="CPU"), 0.0)
+
+
+def test_axes_accept_numpy_integers_and_reshape_takes_none():
+    t = Tensor.arange(6).reshape(2, 3)
+    assert t.sum(np.int64(1)).tolist() == [3, 12]
+    assert t.reshape(None, 3).shape == (2, 3) and Tensor.ones(2, 3, 4).reshape(None, 12).shape == (2, 12)
+    assert t.size() == (2, 3) and t.size(-1) == 3
+    assert t.pad_to(3, None).shape == (3, 3) and t.shrink_to(1, 2).tolist() == [[0, 1]]
+    assert t.short().dtype == dtypes.int16 and not t.is_floating_point() and t.float().is_floating_point()
+    assert t.empty_like().shape == (2, 3) and t.const_like(7).tolist() == [[7] * 3] * 2
+
+
+def test_arange_past_int32_is_int64():
+    t = Tensor.arange(2**31, 2**31 + 3)
+    assert t.dtype == dtypes.int64 and t.tolist() == [2**31, 2**31 + 1, 2**31 + 2]
+    assert Tensor.arange(5).dtype == dtypes.int32
+
+
+def test_from_blob_copies_host_memory():
+    a = np.arange(6, dtype=np.float32)
+    t = Tensor.from_blob(a.ctypes.data, (2, 3), dtype=dtypes.float32)
+    assert t.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+def test_from_url_reads_a_local_file(tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(bytes([1, 2, 250]))
+    assert Tensor.from_url(path.as_uri()).tolist() == [1, 2, 250]
