@@ -1,10 +1,12 @@
 """TinyJit: the first call runs, the second records, later calls replay the kernels with the new inputs."""
 from __future__ import annotations
 import numpy as np
+import pytest
 from tinygrad_core import Tensor, TinyJit
 from tinygrad_core.nn import Linear
 from tinygrad_core.nn.optim import Adam
 from tinygrad_core.nn.state import get_parameters
+from tinygrad_core.schedule import realized
 from helpers import assert_close
 
 
@@ -60,3 +62,161 @@ def test_random_numbers_are_fresh_on_every_replay():
     draws = [draw(zeros).numpy().copy() for _ in range(5)]
     assert all(not np.array_equal(draws[i], draws[i + 1]) for i in range(4))
     assert all(0 <= d.min() and d.max() < 1 for d in draws)
+
+
+def test_outputs_read_lazily_after_a_replay_are_this_calls():
+    w = Tensor.rand(4, 3).realize()
+    weights = w.numpy().copy()
+    f = TinyJit(lambda x: (x @ w).realize())
+    rng = np.random.default_rng(3)
+    held = []       # graphs of earlier calls kept alive: a replay's outputs must not be answered from them
+    for _ in range(6):
+        x = rng.standard_normal((5, 4)).astype(np.float32)
+        out, expected = f(Tensor(x)), x @ weights
+        derived = [out.max(-1), out.sum(), out.argmax(-1), out * 2 + 1]
+        held += [t.uop for t in derived]
+        assert_close(out.numpy(), expected)
+        assert_close(derived[0].numpy(), expected.max(-1))
+        assert_close(derived[1].numpy(), expected.sum(), atol=1e-4)
+        np.testing.assert_array_equal(derived[2].numpy(), expected.argmax(-1))
+        assert_close(derived[3].numpy(), expected * 2 + 1)
+
+
+def test_outputs_in_tuples_and_dicts_are_fresh_after_a_replay():
+    f = TinyJit(lambda x: ((x * 2).realize(), {"sum": x.sum().realize(), "rows": [(x + 1).realize()]}))
+    held = []
+    for n in range(5):
+        x = np.arange(6, dtype=np.float32).reshape(2, 3) * (n + 1)
+        doubled, rest = f(Tensor(x))
+        held += [doubled.sum().uop, rest["sum"].exp().uop, rest["rows"][0].max().uop]
+        assert_close(doubled.sum().numpy(), (x * 2).sum())
+        assert_close(rest["sum"].exp().numpy(), np.exp(x.sum()), rtol=1e-5)
+        assert_close(rest["rows"][0].max().numpy(), (x + 1).max())
+
+
+def test_a_changed_python_number_captures_again():
+    f = TinyJit(lambda x, k, scale=1.0, offsets=(0.0,): (x * k * scale + offsets[0]).realize())
+    x = np.arange(4, dtype=np.float32)
+    calls = [((2.0,), {}), ((2.0,), {}), ((3.0,), {}), ((3.0,), {"scale": 0.5}), ((3.0,), {"scale": 0.5}),
+             ((3.0,), {"scale": 0.5, "offsets": (1.0,)}), ((3.0,), {"scale": 0.5, "offsets": [7.0]}),
+             ((2.0,), {}), ((3.0,), {"scale": 0.5, "offsets": (1.0,)})]
+    for args, kwargs in calls:
+        k, scale, offset = args[0], kwargs.get("scale", 1.0), kwargs.get("offsets", (0.0,))[0]
+        assert_close(f(Tensor(x), *args, **kwargs).numpy(), x * k * scale + offset, what=f"{args} {kwargs}")
+
+
+def test_zero_and_minus_zero_and_int_and_float_are_different_calls():
+    f = TinyJit(lambda x, k: (x * k).realize())
+    ones = Tensor([1.0, 2.0])
+    for k in (0.0, 0.0, -0.0, -0.0, 0.0):
+        assert np.signbit(f(ones, k).numpy()).tolist() == [np.signbit(k)] * 2
+    g = TinyJit(lambda x, k: (x * k).realize())
+    for k in (2, 2, 2.5, 2):
+        out = g(Tensor([1, 2], dtype="int32"), k)
+        assert out.dtype == (Tensor([1]) * k).dtype
+        assert_close(out.numpy(), np.array([1, 2]) * k)
+
+
+def test_an_unhashable_argument_is_refused_with_its_type():
+    f = TinyJit(lambda x, table: (x * 2).realize())
+    with pytest.raises(TypeError, match="ndarray"):
+        f(Tensor([1.0]), np.ones(3))
+
+
+def test_an_input_passed_twice_and_then_two_inputs():
+    f = TinyJit(lambda a, b: (a * 10 + b).realize())
+    x, y = np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)
+    for a, b in [(x, x)] * 3 + [(x, y), (y, x), (x, x)]:
+        ta = Tensor(a)
+        assert_close(f(ta, ta if b is a else Tensor(b)).numpy(), a * 10 + b)
+
+
+def test_an_input_that_is_a_view_is_read_at_this_call():
+    f = TinyJit(lambda x: (x * 2).realize())
+    for n in range(5):
+        base = np.arange(12, dtype=np.float32).reshape(3, 4) + n
+        assert_close(f(Tensor(base).T[1:3]).numpy(), base.T[1:3] * 2)
+        assert_close(f(Tensor(base)[1:2].reshape(4, 1).T.reshape(2, 2)).numpy(), base[1:2].reshape(2, 2) * 2)
+
+
+def test_an_output_that_is_an_input_is_this_calls_input():
+    f = TinyJit(lambda x, y: (x, (x + y).realize(), y.reshape(2, 2)))
+    for n in range(5):
+        a, b = np.arange(4, dtype=np.float32) + n, np.ones(4, np.float32) * n
+        same, total, reshaped = f(Tensor(a), Tensor(b))
+        assert_close(same.numpy(), a)
+        assert_close(total.numpy(), a + b)
+        assert_close(reshaped.numpy(), b.reshape(2, 2))
+
+
+def test_an_input_written_in_place_reads_its_new_value():
+    f = TinyJit(lambda x: x.assign(x + 1).realize())
+    held = []
+    for n in range(5):
+        x = Tensor(np.full(3, float(n), np.float32))
+        held.append(x.sum().realize().uop)      # its sum before the call, kept alive
+        f(x)
+        assert_close(x.sum().numpy(), 3.0 * (n + 1))
+
+
+def test_state_written_by_a_replay_reads_its_new_value():
+    w = Tensor.zeros(3).contiguous().realize()
+
+    @TinyJit
+    def step(x):
+        w.assign(w + x).realize()
+        return (x * 2).realize()
+    held, total = [], np.zeros(3, np.float32)
+    for n in range(5):
+        x = np.array([1.0, 2.0, 3.0], np.float32) * (n + 1)
+        total += x
+        assert_close(step(Tensor(x)).numpy(), x * 2)
+        held.append(w.sum().uop)
+        assert_close(w.sum().numpy(), total.sum())
+        assert_close(w.numpy(), total)
+
+
+def test_the_same_input_at_the_first_call_and_the_capture_then_another():
+    f = TinyJit(lambda x: (x * 2 + 1).realize())
+    x = Tensor([1.0, 2.0, 3.0])
+    before = x * 2 + 1
+    held = before.uop           # the graph the capture builds, computed before it and kept alive
+    before.realize()
+    f(x), f(x)
+    for n in range(3):
+        y = np.array([4.0, 5.0, 6.0], np.float32) * (n + 1)
+        assert_close(f(Tensor(y)).numpy(), y * 2 + 1)
+    assert held in realized
+
+
+def test_keyword_inputs_given_in_another_order():
+    f = TinyJit(lambda a, b: (a - b).realize())
+    a, b = np.array([5.0, 7.0], np.float32), np.array([1.0, 2.0], np.float32)
+    for swap in (False, False, False, True, True, False):
+        out = f(b=Tensor(b), a=Tensor(a)) if swap else f(a=Tensor(a), b=Tensor(b))
+        assert_close(out.numpy(), a - b)
+
+
+def test_an_output_fed_back_in_is_read_before_it_is_overwritten():
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((3, 3)).astype(np.float32) / 2
+    weight = Tensor(w)
+    f = TinyJit(lambda x: (x @ weight).realize())
+    x, expected = Tensor(np.eye(3, dtype=np.float32)), np.eye(3, dtype=np.float32)
+    for _ in range(6):
+        x, expected = f(x), expected @ w
+        assert_close(x.numpy(), expected)
+
+
+def test_a_jitted_method_replays_each_instance_with_its_own_weights():
+    class Scale:
+        def __init__(self, k):
+            self.w = Tensor([float(k)] * 2).contiguous().realize()
+
+        @TinyJit
+        def __call__(self, x):
+            return (x * self.w).realize()
+    two, three = Scale(2), Scale(3)
+    for _ in range(4):
+        assert_close(two(Tensor([1.0, 2.0])).numpy(), [2.0, 4.0])
+        assert_close(three(Tensor([1.0, 2.0])).numpy(), [3.0, 6.0])

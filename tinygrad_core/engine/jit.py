@@ -5,51 +5,100 @@ later calls replay the recording with the new input buffers swapped in. No graph
 Sizes made of Variables are part of the recording unbound: a call with other values replays it with those values."""
 from __future__ import annotations
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.engine import realize
 from tinygrad_core.helpers import DEBUG
-from tinygrad_core.ops import is_symbolic
-from tinygrad_core.schedule import buffer_of
+from tinygrad_core.ops import Ops, UOp, is_symbolic
+from tinygrad_core.schedule import buffer_of, buffer_uop, realized
 
 
 class JitError(RuntimeError):
     pass
 
 
-def _tensors_in(args, kwargs) -> list:
+def _key(value, inputs: list, values: dict):
+    """A hashable stand-in for one argument (a call with another key captures again): tensors are collected into
+    inputs, Variables lose their values, other values keep their type and exact value (2 and 2.0, or 0.0 and -0.0,
+    compute differently)."""
     from tinygrad_core.tensor import Tensor
-    found = []
-    for value in list(args) + list(kwargs.values()):
-        if isinstance(value, Tensor):
-            found.append(value)
-        elif isinstance(value, (list, tuple)):
-            found.extend(v for v in value if isinstance(v, Tensor))
-    return found
+    if isinstance(value, Tensor):
+        inputs.append(value)
+        return Tensor
+    if is_symbolic(value):
+        return sym.unbind(value, values)
+    if isinstance(value, (list, tuple, dict)):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        return type(value), tuple((k, _key(v, inputs, values)) for k, v in items)
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"TinyJit can't tell whether a {type(value).__name__} argument changed between calls; pass "
+                       f"it as a Tensor or as a hashable value") from None
+    return type(value), repr(value) if isinstance(value, float) else value
+
+
+def _map_tensors(ret, fn):
+    """ret (a tensor, or a list, tuple or dict of them, nested) with fn applied to each tensor in it."""
+    from tinygrad_core.tensor import Tensor
+    if isinstance(ret, Tensor):
+        return fn(ret)
+    if isinstance(ret, dict):
+        return {k: _map_tensors(v, fn) for k, v in ret.items()}
+    if not isinstance(ret, (list, tuple)):
+        return ret
+    items = [_map_tensors(r, fn) for r in ret]
+    return ret._make(items) if hasattr(ret, "_make") else type(ret)(items)      # (a namedtuple takes fields)
 
 
 def _tensors_out(ret) -> list:
-    from tinygrad_core.tensor import Tensor
-    if isinstance(ret, Tensor):
-        return [ret]
-    if isinstance(ret, (list, tuple)):
-        return [r for r in ret if isinstance(r, Tensor)]
-    if isinstance(ret, dict):
-        return [r for r in ret.values() if isinstance(r, Tensor)]
-    return []
+    found: list = []
+    _map_tensors(ret, found.append)
+    return found
+
+
+def _leaf(view: UOp) -> UOp | None:
+    """The BUFFER node under a plain view of one (the node itself, or a reshape of it); None for any other graph."""
+    leaf = view.src[0] if view.op is Ops.RESHAPE else view
+    return leaf if leaf.op is Ops.BUFFER else None
+
+
+def _renew(views: list, written: set, values: dict, moved: dict | None = None):
+    """Point each (tensor, the plain view holding its value) that views a buffer in written at a new version of it,
+    as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by schedule.realized with a value
+    from before the write. A buffer in moved is replaced by the leaf given there."""
+    latest: dict = {}
+    for _, view in views:
+        if (leaf := _leaf(view)) is not None and leaf.arg[0] in written:
+            latest[leaf.arg[0]] = max(latest.get(leaf.arg[0], 0), leaf.arg[1] + 1)
+    for t, view in views:
+        if (leaf := _leaf(view)) is None:
+            continue
+        new = buffer_uop(leaf.arg[0], latest[leaf.arg[0]]) if leaf.arg[0] in latest else (moved or {}).get(leaf.arg[0])
+        if new is not None:
+            t.uop = new if view is leaf else new.reshape(sym.rebind(view.arg, values))
+
+
+def _views(tensors) -> list:
+    return [(t, realized.get(t.uop, t.uop)) for t in tensors]
 
 
 @dataclass
 class Capture:
-    kernels: list                                   # (runner, bufs, var_vals)
-    input_slots: list                               # (kernel index, buffer index, input index)
-    ret: object                                     # what the function returned (its tensors now hold buffers)
-    random_slots: list = field(default_factory=list)  # (buffer, count): random-number offsets to refresh per call
+    kernels: list               # (runner, bufs, var_vals)
+    input_slots: list           # (kernel index, buffer index, input index)
+    ret: object                 # what the function returned (its tensors now hold buffers)
+    random_slots: list          # (buffer, count): random-number offsets to refresh per call
+    input_buffers: dict         # the capture's input buffers -> their input index
+    outputs: list               # (returned tensor, the view it held after the capture)
+    returned_inputs: dict       # id of a returned tensor that was an input -> that input's index
+    written: set                # buffers the kernels write, other than the inputs
 
 
 class TinyJit:
     """@TinyJit on a function whose tensors in and out have fixed shapes (or sizes made of bound Variables). Inputs are
-    realized before each call; outputs come back realized (and are overwritten by the next call, as in tinygrad)."""
+    realized before each call; outputs come back realized (and are overwritten by the next call, as in tinygrad).
+    Other arguments (numbers, strings, lists of them) are part of what is recorded: another value captures again."""
 
     def __init__(self, fn):
         self.fn = fn
@@ -65,16 +114,18 @@ class TinyJit:
 
     def __call__(self, *args, **kwargs):
         from tinygrad_core.tensor import Tensor
-        inputs = _tensors_in(args, kwargs)
+        inputs: list = []
+        values: dict[str, int] = {}     # the values of Variables (in the inputs' shapes, or passed bound)
+        structure = (_key(args, inputs, values), _key(kwargs, inputs, values))
         for t in inputs:
             if buffer_of(t.uop) is None:
                 t.uop = t.contiguous().uop
         if inputs:
             Tensor.realize_all(*inputs)
-        # the values of Variables (in the inputs' shapes, or passed bound) are not part of what is recorded
-        values: dict[str, int] = {}
-        signature = tuple((sym.unbind(t.shape, values), t.dtype, t.device) for t in inputs) + \
-            tuple(sym.unbind(v, values) for v in (*args, *kwargs.values()) if is_symbolic(v))
+        buffers = [buffer_of(t.uop) for t in inputs]
+        # an input passed twice is one kernel argument in the recording: a call with two distinct ones captures anew
+        signature = structure + tuple((sym.unbind(t.shape, values), t.dtype, t.device, buffers.index(b))
+                                      for t, b in zip(inputs, buffers))
         self.calls += 1
         if (capture := self.captures.get(signature)) is not None:
             return self._replay(capture, inputs, values)
@@ -89,6 +140,9 @@ class TinyJit:
         from tinygrad_core.tensor import Tensor
         from tinygrad_core.creation import random_offset_buffers
         before = dict(random_offset_buffers)
+        # new versions of the inputs: what an earlier call computed from the same tensors must be computed (and so
+        # recorded) again, not found in schedule.realized
+        _renew(_views(inputs), {buffer_of(t.uop) for t in inputs}, {})
         realize.capturing = recording = []
         try:
             ret = self.fn(*args, **kwargs)
@@ -100,14 +154,20 @@ class TinyJit:
         slots = [(i, j, input_buffers[b]) for i, (_, bufs, _) in enumerate(recording) for j, b in enumerate(bufs)
                  if b in input_buffers]
         randoms = [(b, n) for b, n in random_offset_buffers.items() if b not in before]
-        self.captures[signature] = Capture(recording, slots, ret, randoms)
+        returned_inputs = {id(t): k for t in _tensors_out(ret) for k, x in enumerate(inputs) if t is x}
+        outputs = _views(t for t in _tensors_out(ret) if id(t) not in returned_inputs)
+        written = {bufs[0] for _, bufs, _ in recording} - set(input_buffers)
+        self.captures[signature] = Capture(recording, slots, ret, randoms, input_buffers, outputs, returned_inputs,
+                                           written)
         if DEBUG >= 1:
             print(f"TinyJit captured {len(recording)} kernels of {getattr(self.fn, '__name__', 'fn')}")
         return ret
 
     def _replay(self, capture: Capture, inputs, values: dict[str, int]):
         from tinygrad_core.tensor import Tensor
-        new_buffers = [buffer_of(t.uop) for t in inputs]
+        # an input the kernels write (an output fed back in) would be overwritten while it is read: use a copy
+        new_buffers = [buffer_of(t.clone().realize().uop if buffer_of(t.uop) in capture.written else t.uop)
+                       for t in inputs]
         for buf, count in capture.random_slots:
             Tensor._refill_offset(buf, count)
         kernels = capture.kernels
@@ -115,7 +175,11 @@ class TinyJit:
             kernels[i][1][j] = new_buffers[k]
         for runner, bufs, var_vals in kernels:
             realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
-        if values:      # the outputs' symbolic sizes take this call's values
-            for t in _tensors_out(capture.ret):
-                t.uop = sym.rebind(t.uop, values)
-        return capture.ret
+        # every tensor on a buffer just written (outputs, weights an optimizer updated) shows as a freshly computed one
+        _renew(_views(list(Tensor._live)) + capture.outputs, {bufs[0] for _, bufs, _ in kernels}, values)
+        moved = {b: _leaf(realized.get(inputs[k].uop, inputs[k].uop)) for b, k in capture.input_buffers.items()}
+        _renew(capture.outputs, set(), values, moved)       # outputs that are views of an input follow the new one
+        if not capture.returned_inputs:
+            return capture.ret
+        return _map_tensors(capture.ret, lambda t: inputs[capture.returned_inputs[id(t)]]
+                            if id(t) in capture.returned_inputs else t)
