@@ -6,7 +6,10 @@ from __future__ import annotations
 import math
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import DEBUG
+from typing import TYPE_CHECKING
 from tinygrad_core.ops import Ops, UOp, cos_uop
+if TYPE_CHECKING:
+    from tinygrad_core.tensor import Tensor
 
 
 def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
@@ -89,3 +92,34 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
                 continue
             grads[src] = grads[src] + g if src in grads else g
     return {t: grads[t] for t in targets if t in grads}
+
+
+class Function:
+    """A custom op with its own backward, written with Tensor ops (the seed's MySpecialAct):
+
+        class Square(Function):
+            def forward(self, x): self.x = x; return x * x
+            def backward(self, grad): return grad * 2 * self.x
+
+        y = Square.apply(x)
+    """
+
+    def forward(self, *args: Tensor, **kwargs) -> Tensor:
+        raise NotImplementedError
+
+    def backward(self, grad_output: Tensor):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *tensors: Tensor, **kwargs) -> Tensor:
+        fn = cls()
+        fn.inputs = tensors
+        out = fn.forward(*[t.detach() for t in tensors], **kwargs)
+        node = UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn)
+        return type(tensors[0])(node, requires_grad=any(t.requires_grad for t in tensors) or None)
+
+    def _backward_uops(self, g: UOp) -> tuple:
+        from tinygrad_core.tensor import Tensor
+        grads = self.backward(Tensor(g))
+        grads = grads if isinstance(grads, (tuple, list)) else (grads,)
+        return (None,) + tuple(None if gr is None else gr.uop for gr in grads)

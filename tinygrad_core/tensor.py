@@ -1,7 +1,8 @@
 """Tensor: the user-facing array. Every method here is composed from the primitive ops in ops.py.
 
 Nothing is computed until realize()/numpy()/tolist()/item(): methods only build a UOp graph, which schedule.py cuts
-into kernels. Neural-network ops (conv, pooling, losses) live in nn_ops.py and are mixed in below."""
+into kernels. Elementwise math (elementwise.py), neural-network ops (nn_ops.py), creation (creation.py) and
+indexing (indexing.py) are mixed in below."""
 from __future__ import annotations
 import contextlib
 import math
@@ -9,15 +10,16 @@ import weakref
 import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32
-from tinygrad_core.gradient import compute_gradient
+from tinygrad_core.gradient import compute_gradient, Function
 from tinygrad_core.helpers import argfix, prod
-from tinygrad_core.ops import Ops, UOp, is_symbolic, cos_uop
+from tinygrad_core.ops import Ops, UOp, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
 from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps
+from tinygrad_core.elementwise import ElementwiseOps
 
 PANEL = 64                 # columns per panel of a packed matmul operand (see Tensor._dot_panels)
 FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
@@ -58,7 +60,7 @@ def _broadcast_shape(*shapes) -> tuple[int, ...]:
     return tuple(out)
 
 
-class Tensor(CreationOps, NNOps, IndexingOps):
+class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
     # the TRAINING setting itself, so that Context(TRAINING=1), `with Tensor.train():` and Tensor.training agree
     from tinygrad_core.helpers import TRAINING as training
@@ -488,210 +490,6 @@ class Tensor(CreationOps, NNOps, IndexingOps):
 
     def isfinite(self) -> Tensor:
         return (self.isinf() | self.isnan()).logical_not()
-
-    # ---- unary math ----
-    def neg(self) -> Tensor:
-        return self.logical_not() if self.dtype == dtypes.bool else self._unary(Ops.NEG)
-
-    def exp2(self) -> Tensor: return self._float()._unary(Ops.EXP2)               # noqa: E704
-    def log2(self) -> Tensor: return self._float()._unary(Ops.LOG2)               # noqa: E704
-    def exp(self) -> Tensor: return self._float().mul(1 / math.log(2)).exp2()     # noqa: E704
-    def log(self) -> Tensor: return self._float().log2().mul(math.log(2))         # noqa: E704
-    def log10(self) -> Tensor: return self._float().log2().mul(math.log10(2))     # noqa: E704
-    def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
-    def tan(self) -> Tensor: return self.sin() / self.cos()                        # noqa: E704
-
-    def cos(self) -> Tensor:
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (16-bit floats would round sin^2 below)
-            return self.float().cos().cast(self.dtype)
-        return Tensor(cos_uop(self._float().uop))
-
-    def asin(self) -> Tensor:
-        x = self._float()
-        # |x| <= 1/2 by a series; beyond, asin(x) = pi/2 - 2 asin(sqrt((1 - |x|) / 2)), whose argument is <= 1/2
-        a = x.abs()
-        inner = ((1 - a) * 0.5).sqrt()
-        big = (math.pi / 2 - 2 * _odd_series(inner, _ASIN_TAYLOR, x.dtype)).mul(x.sign())
-        return (a <= 0.5).where(_odd_series(x, _ASIN_TAYLOR, x.dtype), (a <= 1).where(big, math.nan))
-
-    def acos(self) -> Tensor:
-        x = self._float()
-        # near +-1 from the half-angle form directly, so acos(1 - tiny) keeps its digits
-        upper = 2 * _odd_series(((1 - x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
-        lower = math.pi - 2 * _odd_series(((1 + x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
-        return (x > 0.5).where(upper, (x < -0.5).where(lower, math.pi / 2 - x.asin()))
-
-    def atan(self) -> Tensor:
-        x = self._float()
-        a = x.abs()
-        t = (a > 1).where(1 / a, a)                      # atan(a) = pi/2 - atan(1/a) for a > 1
-        small = (t * (1 + t * t).rsqrt()).asin()
-        return (a > 1).where(math.pi / 2 - small, small).mul(x.sign())
-
-    def sinh(self) -> Tensor:
-        x = self._float()
-        wide = ((x - math.log(2)).exp() - (-x - math.log(2)).exp())     # e^x/2 - e^-x/2, finite as long as cosh is
-        return (x.abs() < 0.5).where(_odd_series(x, _SINH_TAYLOR, x.dtype), wide)
-
-    def cosh(self) -> Tensor:
-        x = self._float()
-        return (x - math.log(2)).exp() + (-x - math.log(2)).exp()
-
-    def asinh(self) -> Tensor:
-        x = self._float()
-        a = x.abs()
-        # large |x|: log(2|x|) (x*x would overflow); small: the series (log(1 + tiny) loses the digits)
-        wide = (a > 1e4).where(a.log() + math.log(2), (a + (a * a + 1).sqrt()).log())
-        series = _odd_series(a, [(-1) ** n * c for n, c in enumerate(_ASIN_TAYLOR)], x.dtype)
-        return (a < 0.1).where(series, wide) * x.sign()
-
-    def acosh(self) -> Tensor:
-        x = self._float()
-        wide = (x > 1e4).where(x.log() + math.log(2), (x + (x * x - 1).sqrt()).log())   # (x*x would overflow)
-        return (x < 1).where(math.nan, wide)
-
-    def atanh(self) -> Tensor:
-        x = self._float()
-        series = _odd_series(x, [1 / (2 * n + 1) for n in range(len(_ASIN_TAYLOR))], x.dtype)
-        return (x.abs() < 0.1).where(series, ((1 + x) / (1 - x)).log() * 0.5)
-
-    def copysign(self, other) -> Tensor:
-        """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
-        a, b = self._float()._to_operand(other)
-        b = b._float() if not dtypes.is_float(b.dtype) else b
-        negative = b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0 if dtypes.is_float(b.dtype) else b < 0
-        return negative.where(-a.abs(), a.abs())
-
-    def fmod(self, x) -> Tensor:
-        """Remainder with the sign of the dividend (C's fmod; % follows the divisor as Python's does)."""
-        a, b = self._to_operand(x)
-        return a.mod_trunc(b) if not dtypes.is_float(a.dtype) else a - (a / b).trunc() * b
-
-    def logaddexp(self, other) -> Tensor:
-        a, b = self._float()._to_operand(other)
-        m = a.maximum(b)
-        out = m + (-(a - b).abs()).exp().add(1).log()
-        return (m.isinf() & (a == b)).where(m, out)      # inf - inf would be NaN: equal infinities are themselves
-    def sqrt(self) -> Tensor: return self._float()._unary(Ops.SQRT)               # noqa: E704
-    def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()                    # noqa: E704
-    def reciprocal(self) -> Tensor: return self._float()._unary(Ops.RECIP)        # noqa: E704
-    def trunc(self) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._unary(Ops.TRUNC)  # noqa
-    def square(self) -> Tensor: return self * self                                # noqa: E704
-
-    def floor(self) -> Tensor:
-        t = self.trunc()
-        return (self < t).where(t - 1, t) if dtypes.is_float(self.dtype) else self
-
-    def ceil(self) -> Tensor:
-        t = self.trunc()
-        return (self > t).where(t + 1, t) if dtypes.is_float(self.dtype) else self
-
-    def round(self) -> Tensor:
-        """Round half to even, as numpy and PyTorch do."""
-        if not dtypes.is_float(self.dtype):
-            return self
-        b = self.trunc()
-        frac = self - b
-        half_even = ((b * 0.5).trunc() * 2 == b)
-        up = (frac.abs() > 0.5) | ((frac.abs() == 0.5) & half_even.logical_not())
-        return up.where(b + self.sign(), b)
-
-    def abs(self) -> Tensor:
-        if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
-            return self
-        return _Abs.apply(self) if dtypes.is_float(self.dtype) else (self < 0).where(-self, self)
-
-    def sign(self) -> Tensor:
-        return (self < 0).where(-1, (self > 0).where(1, 0)).cast(self.dtype) if self.dtype != dtypes.bool else self
-
-    def relu(self) -> Tensor:
-        # as PyTorch's: NaN and -0.0 stay as they are, and the gradient at 0 is 0 (it flows through self * 0)
-        return (self > 0).where(self, (self < 0).where(0, self * 0)).cast(self.dtype)
-
-    def sigmoid(self) -> Tensor:
-        return _Sigmoid.apply(self._float())
-
-    def tanh(self) -> Tensor:
-        return 2.0 * (2.0 * self).sigmoid() - 1.0
-
-    def leakyrelu(self, neg_slope: float = 0.01) -> Tensor:
-        return (self > 0).where(self, self * neg_slope)
-
-    leaky_relu = leakyrelu
-
-    def elu(self, alpha: float = 1.0) -> Tensor:
-        return (self > 0).where(self, alpha * (self.exp() - 1))
-
-    def celu(self, alpha: float = 1.0) -> Tensor:
-        return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
-
-    def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor:
-        return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
-
-    def gelu(self, approximate: str = "tanh") -> Tensor:
-        """GELU; approximate="tanh" (tinygrad's default) or "none" (the erf form, PyTorch's default)."""
-        if approximate == "none":
-            return self * 0.5 * (1.0 + (self * (1 / math.sqrt(2))).erf())
-        if approximate != "tanh":
-            raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
-        return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
-
-    def quick_gelu(self) -> Tensor:
-        return self * (self * 1.702).sigmoid()
-
-    def silu(self) -> Tensor:
-        return self * self.sigmoid()
-
-    swish = silu
-
-    def relu6(self) -> Tensor:
-        return self.relu() - (self - 6).relu()
-
-    def hardswish(self) -> Tensor:
-        return self * (self + 3).relu6() * (1 / 6)
-
-    def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
-        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
-
-    def softplus(self, beta: float = 1.0) -> Tensor:
-        # log(1 + e^(bx)) / b, computed without overflow for large x
-        bx = self * beta
-        return (bx.maximum(0) + (-(bx.abs())).exp().add(1).log()) * (1 / beta)
-
-    def mish(self) -> Tensor:
-        return self * self.softplus().tanh()
-
-    def softsign(self) -> Tensor:
-        return self / (1 + self.abs())
-
-    def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
-        return self.clip(min_val, max_val)
-
-    def logsigmoid(self) -> Tensor:
-        return -(-self).softplus()
-
-    def clip(self, min_=None, max_=None) -> Tensor:
-        """Values below min_ become min_, above max_ become max_ (max_ wins if min_ > max_); NaN stays NaN, and the
-        gradient is 1 up to and at the bounds, as in PyTorch."""
-        if min_ is None and max_ is None:
-            raise ValueError("clip needs at least one of min_ and max_")
-        out = self
-        if min_ is not None:
-            out = (out < min_).where(min_, out)
-        if max_ is not None:
-            out = (out > max_).where(max_, out)
-        return out
-
-    clamp = clip
-
-    def erf(self) -> Tensor:
-        # Abramowitz and Stegun 7.1.26 (max error 1.5e-7)
-        t = 1.0 / (1.0 + 0.3275911 * self.abs())
-        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-        return self.sign() * (1.0 - poly * (-(self * self)).exp())
-
-    def lerp(self, end: Tensor, weight) -> Tensor:
-        return self + (end - self) * weight
 
     # ---- reductions ----
     def _axis(self, axis, extra: int = 0) -> int:
@@ -1164,21 +962,6 @@ class Tensor(CreationOps, NNOps, IndexingOps):
         return graph_dot(self.uop)
 
 
-# Taylor coefficients of asin (odd powers) and sinh, as many as float64 needs at |x| = 1/2 (float32 takes fewer)
-_ASIN_TAYLOR = [math.comb(2 * n, n) / (4 ** n * (2 * n + 1)) for n in range(26)]
-_SINH_TAYLOR = [1 / math.factorial(2 * n + 1) for n in range(26)]
-_SIGNED_OF_SIZE = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
-
-
-def _odd_series(x: Tensor, coefficients: list[float], dtype: DType) -> Tensor:
-    """x * (c0 + c1 x^2 + c2 x^4 + ...) by Horner's rule, to the precision of dtype (|x| <= 1/2)."""
-    coefficients = coefficients[:26 if dtype == dtypes.float64 else 12]
-    x2, acc = x * x, coefficients[-1]
-    for c in reversed(coefficients[:-1]):
-        acc = x2 * acc + c
-    return x * acc
-
-
 def _int_pow(base: Tensor, exponent) -> Tensor:
     """Integer powers by squaring, over the exponent's bits (a Python int unrolls; a tensor takes every bit). As in
     PyTorch, b ** -n is 0 unless |b| is 1; a negative Python exponent raises."""
@@ -1260,36 +1043,6 @@ def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:
     return buffer_uop(Buffer.from_host(device, host, dtype)).reshape(host.shape)
 
 
-class Function:
-    """A custom op with its own backward, written with Tensor ops (the seed's MySpecialAct):
-
-        class Square(Function):
-            def forward(self, x): self.x = x; return x * x
-            def backward(self, grad): return grad * 2 * self.x
-
-        y = Square.apply(x)
-    """
-
-    def forward(self, *args: Tensor, **kwargs) -> Tensor:
-        raise NotImplementedError
-
-    def backward(self, grad_output: Tensor):
-        raise NotImplementedError
-
-    @classmethod
-    def apply(cls, *tensors: Tensor, **kwargs) -> Tensor:
-        fn = cls()
-        fn.inputs = tensors
-        out = fn.forward(*[t.detach() for t in tensors], **kwargs)
-        node = UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn)
-        return Tensor(node, requires_grad=any(t.requires_grad for t in tensors) or None)
-
-    def _backward_uops(self, g: UOp) -> tuple:
-        grads = self.backward(Tensor(g))
-        grads = grads if isinstance(grads, (tuple, list)) else (grads,)
-        return (None,) + tuple(None if gr is None else gr.uop for gr in grads)
-
-
 class _Pow(Function):
     """b ** e with PyTorch's derivatives: e * b^(e-1) (0 where e is 0) and b^e * log(b) (0 where b is 0 and
     e >= 0). Through the composition 2^(e log2|b|), b = 0 or inf would give 0 * inf = NaN."""
@@ -1302,25 +1055,6 @@ class _Pow(Function):
         d_base = (e == 0).where(0.0, e * _pow_values(b, e - 1))
         d_exponent = ((b == 0) & (e >= 0)).where(0.0, self.out * b.log())
         return grad_output * d_base, grad_output * d_exponent
-
-
-class _Sigmoid(Function):
-    """1 / (1 + e^-x), with the derivative s * (1 - s): through the composition, a saturated e^-x = inf meets a
-    zero gradient and makes NaN."""
-    def forward(self, x):
-        self.out = (1 + (x * (-1 / math.log(2))).exp2()).reciprocal()
-        return self.out
-
-    def backward(self, grad_output): return grad_output * self.out * (1 - self.out)  # noqa: E704
-
-
-class _Abs(Function):
-    """|x| with +0.0 for -0.0, and the gradient sign(x): 0 at 0, as in PyTorch."""
-    def forward(self, x):
-        self.x = x
-        return (x <= 0).where(0.0 - x, x)
-
-    def backward(self, grad_output): return grad_output * self.x.sign()  # noqa: E704
 
 
 class _ContiguousBackward(Function):
