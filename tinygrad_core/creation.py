@@ -189,6 +189,29 @@ class CreationOps:
             kwargs.get("requires_grad"))
 
     @classmethod
+    def randperm(cls, n: int, device=None, dtype=dtypes.int32, **kwargs) -> Tensor:
+        """A random permutation of 0..n-1 (the order that sorts n uniform numbers)."""
+        return cls.rand(n, device=device).argsort().cast(to_dtype(dtype)).requires_grad_(kwargs.get("requires_grad"))
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """Indices drawn with probabilities proportional to self's rows (1-d or 2-d), as torch.multinomial."""
+        if not 1 <= self.ndim <= 2 or num_samples < 1:
+            raise ValueError(f"multinomial takes a 1-d or 2-d tensor of weights and num_samples >= 1, got shape "
+                             f"{self.shape} and {num_samples}")
+        weights = (self if self.ndim == 2 else self.unsqueeze(0)).float()
+        if not replacement and num_samples > weights.shape[1]:
+            raise ValueError(f"can't draw {num_samples} samples without replacement from {weights.shape[1]}")
+        if replacement or num_samples == 1:
+            cdf = weights.cumsum(1)
+            u = type(self).rand(weights.shape[0], num_samples, 1, device=self.device) * cdf[:, -1:].unsqueeze(1)
+            picks = (u >= cdf.unsqueeze(1)).sum(-1).minimum(weights.shape[1] - 1)   # (u can round up to the total)
+        else:   # Gumbel top-k: the k largest of log w - log(-log u) are a draw without replacement
+            gumbel = -(-type(self).rand(*weights.shape, device=self.device).maximum(1e-20).log()).log()
+            picks = (weights.log() + gumbel).topk(num_samples, dim=1)[1]
+        picks = picks.cast(dtypes.int32)
+        return picks if self.ndim == 2 else picks.reshape(num_samples)
+
+    @classmethod
     def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, **kwargs) -> Tensor:
         requires_grad = kwargs.pop("requires_grad", None)
         out = (cls.rand(*shape, **kwargs) * (high - low) + low).cast(to_dtype(dtype or dtypes.default_float))

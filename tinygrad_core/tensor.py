@@ -5,7 +5,9 @@ into kernels. Elementwise math (elementwise.py), neural-network ops (nn_ops.py),
 indexing (indexing.py) are mixed in below."""
 from __future__ import annotations
 import contextlib
+import functools
 import math
+import re
 import weakref
 import numpy as np
 from tinygrad_core.device import Buffer, Device
@@ -642,6 +644,19 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         out = mask.where(x.unsqueeze(-2), 0).sum(-1)
         return out.transpose(axis, -1)
 
+    def logcumsumexp(self, axis: int = 0) -> Tensor:
+        """log(cumsum(exp(x))) without overflow: each prefix is a logsumexp of its own (so a prefix far below the
+        whole row's maximum keeps its value)."""
+        if self.ndim == 0:
+            self._axis(axis)
+            return self._float()
+        axis = self._axis(axis)
+        n = self.shape[axis]
+        positions = Tensor.arange(n, device=self.device)
+        mask = positions.reshape(n, 1) >= positions.reshape(1, n)
+        x = self._float().transpose(axis, -1).unsqueeze(-2)
+        return mask.where(x, -math.inf).logsumexp(-1).transpose(axis, -1)
+
     def cumprod(self, axis: int = 0) -> Tensor:
         if self.ndim == 0:             # a 0-d running total is itself (axis 0 or -1)
             self._axis(axis)
@@ -724,6 +739,42 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             return out
         region = Tensor(UOp.const(dtypes.bool, True, self.device).broadcast_to(self.shape).pad(padding))
         return region.where(out, value)
+
+    def rearrange(self, formula: str, **sizes) -> Tensor:
+        """einops-style axis rearrangement: "b (h w) c -> b h w c" (sizes name the parts of a split group), "..." for
+        the axes not named, "1" or "()" for a size-1 axis."""
+        if formula.count("->") != 1:
+            raise ValueError(f"rearrange needs exactly one '->' in {formula!r}")
+        left, right = (_axis_groups(side, formula) for side in formula.split("->"))
+        covered = self.ndim - len(left) + 1
+        left, right = (_expand_ellipsis(groups, covered) for groups in (left, right))
+        names = [n for g in left for n in g]
+        if len(left) != self.ndim or sorted(names) != sorted(n for g in right for n in g) or \
+                len(set(names)) != len(names) or any(n not in names for n in sizes):
+            raise ValueError(f"rearrange {formula!r} doesn't fit shape {self.shape}: each axis name once on each "
+                             f"side, one group per axis on the left")
+        split = []
+        for group, size in zip(left, self.shape):
+            known = prod(sizes[n] for n in group if n in sizes)
+            unknown = [n for n in group if n not in sizes]
+            if len(group) > 1 and (len(unknown) > 1 or size % max(known, 1)):
+                raise ValueError(f"rearrange: group {group} of size {size} needs the sizes of all its names but one")
+            split += [sizes.get(n, size // max(known, 1)) for n in group]
+        x = self.reshape(split)
+        x = x.permute([names.index(n) for g in right for n in g])
+        size_of = dict(zip([n for g in right for n in g], x.shape))
+        return x.reshape([prod(size_of[n] for n in g) for g in right])
+
+    def sequential(self, layers) -> Tensor:
+        """Apply each callable in turn."""
+        return functools.reduce(lambda x, f: f(x), layers, self)
+
+    def replace(self, x: Tensor) -> Tensor:
+        """Make this tensor stand for x (same shape), keeping the Python object."""
+        if x.shape != self.shape:
+            raise RuntimeError(f"replace needs the same shape: {self.shape} and {x.shape}")
+        self.uop = x.uop
+        return self
 
     def shrink_to(self, shape, *args) -> Tensor:
         """The leading part of each axis, to this shape (None keeps an axis)."""
@@ -992,6 +1043,39 @@ def _pow_values(b: Tensor, e: Tensor) -> Tensor:
     signed = (odd & ((b < 0) | (b.reciprocal() < 0))).where(-magnitude, magnitude)
     signed = ((b < 0) & is_int.logical_not() & (b != -math.inf)).where(math.nan, signed)
     return ((e == 0) | (b == 1) | ((b == -1) & e.isinf())).where(1.0, signed).cast(b.dtype)
+
+
+def _axis_groups(side: str, formula: str) -> list[list[str]]:
+    """One einops side as groups of names: "b (h w) 1" -> [["b"], ["h", "w"], []]."""
+    groups, current = [], None
+    for token in re.findall(r"\.\.\.|\(|\)|\w+|\S", side):
+        if token == "(" and current is None:
+            current = []
+        elif token == ")" and current is not None:
+            groups.append(current)
+            current = None
+        elif token == "..." or token.isidentifier() or token == "1":
+            item = [] if token == "1" else [token]
+            if current is None:
+                groups.append(item)
+            else:
+                current.extend(item)
+        else:
+            raise ValueError(f"rearrange: can't read {token!r} in {formula!r}")
+    if current is not None:
+        raise ValueError(f"rearrange: unclosed '(' in {formula!r}")
+    return groups
+
+
+def _expand_ellipsis(groups: list[list[str]], covered: int) -> list[list[str]]:
+    named = [f"...{i}" for i in range(max(covered, 0))]
+    out = []
+    for g in groups:
+        if g == ["..."]:
+            out += [[n] for n in named]
+        else:
+            out.append([m for n in g for m in (named if n == "..." else [n])])
+    return out
 
 
 def _reaches(targets: set[UOp], stop=frozenset()):
