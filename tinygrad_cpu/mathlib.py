@@ -83,9 +83,10 @@ def _horner(name: str, variable: str, coefficients: list[float], ty: str = "floa
 EXP2_COEFFICIENTS = [math.log(2) ** k / math.factorial(k) for k in range(8)]
 # log2(m) = 2/ln2 * atanh(s), s = (m-1)/(m+1), |s| <= 0.172 for m in [sqrt(1/2), sqrt(2)]: odd series to s**9
 LOG2_COEFFICIENTS = [2 / math.log(2) / (2 * k + 1) for k in range(5)]
-# sin and cos on |r| <= pi/4 (Cephes' single-precision minimax coefficients)
-SIN_COEFFICIENTS = [-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4]
-COS_COEFFICIENTS = [4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5]
+# sin and cos on |r| <= pi/4, in double: the Taylor series to r**11 and r**12 leave less than 1e-11, so the float
+# result is rounded once from a value within 2**-30 of its own size (within about half an ulp)
+SIN_COEFFICIENTS = [(-1) ** (k + 1) / math.factorial(2 * k + 3) for k in range(5)]
+COS_COEFFICIENTS = [(-1) ** k / math.factorial(2 * k + 4) for k in range(5)]
 
 HELPERS[EXP2] = f"""define internal float @{EXP2}(float %x) alwaysinline nounwind readnone {{
   ; clamp to where the result is 0 or inf anyway (NaN is put back at the end), split x = n + f, |f| <= 0.5
@@ -154,43 +155,95 @@ HELPERS[LOG2] = f"""define internal float @{LOG2}(float %x) alwaysinline nounwin
   ret float %out
 }}"""
 
+# Range reduction for sin (Payne-Hanek, in integers): |x| = m * 2**(e - 150) with a 24-bit integer m, and only the
+# bits of 2/pi from 2**-(e - 151) on matter to x * 2/pi mod 4 (the earlier ones give multiples of 4). A window of 96
+# of them times m leaves an error below 2**-70 quadrants, while no float32 lies closer than about 2**-29 quadrants
+# to a multiple of pi/2: every finite input keeps its full 24 bits. The window is shifted out of constants rather than
+# looked up in a table (a gather per lane would cost more than the rest of sin): G holds 2/pi's bits 1 .. 230 in
+# five 64-bit words, and the 128 bits from bit e - 151 on are words k+2, k+1, k of G shifted right by t, where
+# 254 - e = 64k + t.
+TWO_OVER_PI_BITS = 0xA2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561    # floor(2/pi * 2**256)
+SIN_FIRST_EXPONENT, SIN_LAST_EXPONENT = 115, 254       # 2**-12 <= |x|: below, sin(x) = x; above, inf or NaN
+_G = [(TWO_OVER_PI_BITS >> 26 >> (64 * k)) % (1 << 64) for k in range(5)]     # floor(2/pi * 2**230), word k
+_I64 = [w - (1 << 64) if w >= 1 << 63 else w for w in _G]                       # as IR's signed literals
+
+
+def _sin_window_word(name: str, first: int) -> str:
+    """IR choosing word first + k of G for %segment = k (0, 1 or 2)."""
+    return (f"  %{name}.1 = select i1 %segment_is_0, i64 {_I64[first]}, i64 {_I64[first + 1]}\n"
+            f"  %{name} = select i1 %segment_is_2, i64 {_I64[first + 2]}, i64 %{name}.1")
+
+
 HELPERS[SIN] = f"""define internal float @{SIN}(float %x) alwaysinline nounwind readnone {{
-  %ax = call float @llvm.fabs.f32(float %x)
-  %finite = fcmp olt float %ax, 0x7FF0000000000000
-  %tiny = fcmp olt float %ax, {_f32(2.0 ** -12)}
-  %xs = select i1 %finite, float %x, float 0.0
-  ; reduce in double: r = x - k*pi/2 (pi/2 in two parts, so k*pi/2 is exact for any k a float32 input gives)
-  %xd = fpext float %xs to double
-  %k0 = fmul double %xd, {_f64(2 / math.pi)}
-  %k = call double @llvm.rint.f64(double %k0)
-  %t1 = fmul double %k, {_f64(1.57079632673412561417e+00)}
-  %r1 = fsub double %xd, %t1
-  %t2 = fmul double %k, {_f64(6.07710050650619224932e-11)}
-  %rd = fsub double %r1, %t2
-  %r = fptrunc double %rd to float
-  %k64 = call i64 @llvm.fptosi.sat.i64.f64(double %k)
-  %quadrant = trunc i64 %k64 to i32
-  %z = fmul float %r, %r
-{_horner("sp", "%z", SIN_COEFFICIENTS)}
-  %rz = fmul float %r, %z
-  %sin_tail = fmul contract float %rz, %sp
-  %sin_r = fadd contract float %r, %sin_tail
-{_horner("cp", "%z", COS_COEFFICIENTS)}
-  %zz = fmul float %z, %z
-  %half_z = fmul float %z, 0.5
-  %cos_head = fsub float 1.0, %half_z
-  %cos_tail = fmul contract float %zz, %cp
-  %cos_r = fadd contract float %cos_head, %cos_tail
-  ; quadrant 0: sin r, 1: cos r, 2: -sin r, 3: -cos r
+  %bits = bitcast float %x to i32
+  %abs_bits = and i32 %bits, 2147483647
+  %exponent = lshr i32 %abs_bits, 23
+  ; tiny, inf and NaN lanes reduce some other exponent and are replaced at the end (branch-free: it vectorises)
+  %below = icmp ult i32 %exponent, {SIN_FIRST_EXPONENT}
+  %e1 = select i1 %below, i32 {SIN_FIRST_EXPONENT}, i32 %exponent
+  %above = icmp ugt i32 %e1, {SIN_LAST_EXPONENT}
+  %e2 = select i1 %above, i32 {SIN_LAST_EXPONENT}, i32 %e1
+  %distance = sub i32 {SIN_LAST_EXPONENT}, %e2
+  %segment = lshr i32 %distance, 6
+  %segment_is_0 = icmp eq i32 %segment, 0
+  %segment_is_2 = icmp eq i32 %segment, 2
+  %shift32 = and i32 %distance, 63
+  %shift = zext i32 %shift32 to i64
+{_sin_window_word("g0", 0)}
+{_sin_window_word("g1", 1)}
+{_sin_window_word("g2", 2)}
+  %window_high = call i64 @llvm.fshr.i64(i64 %g2, i64 %g1, i64 %shift)
+  %window_rest = call i64 @llvm.fshr.i64(i64 %g1, i64 %g0, i64 %shift)
+  %window_low = lshr i64 %window_rest, 32
+  ; m * window mod 2**96 from three 24 x 32-bit products; h is its top 64 bits: |x| * 2/pi mod 4 = h / 2**62
+  %fraction_bits = and i32 %abs_bits, 8388607
+  %m32 = or i32 %fraction_bits, 8388608
+  %m = zext i32 %m32 to i64
+  %w0 = lshr i64 %window_high, 32
+  %w1 = and i64 %window_high, 4294967295
+  %p0 = mul nuw i64 %m, %w0
+  %p1 = mul nuw i64 %m, %w1
+  %p2 = mul nuw i64 %m, %window_low
+  %p0_up = shl i64 %p0, 32
+  %p2_down = lshr i64 %p2, 32
+  %h0 = add i64 %p0_up, %p1
+  %h = add i64 %h0, %p2_down
+  ; the nearest quadrant, and what is left as a signed 64-bit fraction of a quadrant (the two bits shifted out at
+  ; the top are the quadrant; the two shifted in at the bottom come from the product's low word)
+  %h_rounded = add i64 %h, 2305843009213693952
+  %quadrant64 = lshr i64 %h_rounded, 62
+  %quadrant = trunc i64 %quadrant64 to i32
+  %f0 = shl i64 %h, 2
+  %p2_bits = lshr i64 %p2, 30
+  %f1 = and i64 %p2_bits, 3
+  %f = or i64 %f0, %f1
+  %fd = sitofp i64 %f to double
+  %r = fmul double %fd, {_f64(math.pi / 2 * 2.0 ** -64)}
+  %z = fmul double %r, %r
+{_horner("sp", "%z", SIN_COEFFICIENTS, "double")}
+  %rz = fmul double %r, %z
+  %sin_tail = fmul contract double %rz, %sp
+  %sin_r = fadd contract double %r, %sin_tail
+{_horner("cp", "%z", COS_COEFFICIENTS, "double")}
+  %zz = fmul double %z, %z
+  %half_z = fmul double %z, 0.5
+  %cos_head = fsub double 1.0, %half_z
+  %cos_tail = fmul contract double %zz, %cp
+  %cos_r = fadd contract double %cos_head, %cos_tail
+  ; quadrant 0: sin r, 1: cos r, 2: -sin r, 3: -cos r; then sin(-x) = -sin(x)
   %odd_bit = and i32 %quadrant, 1
   %odd = icmp ne i32 %odd_bit, 0
-  %v = select i1 %odd, float %cos_r, float %sin_r
-  %neg_bit = and i32 %quadrant, 2
-  %negative = icmp ne i32 %neg_bit, 0
-  %minus_v = fneg float %v
-  %signed = select i1 %negative, float %minus_v, float %v
+  %v_wide = select i1 %odd, double %cos_r, double %sin_r
+  %v = fptrunc double %v_wide to float
+  %v_bits = bitcast float %v to i32
+  %quadrant_sign = shl i32 %quadrant, 30
+  %sign0 = xor i32 %quadrant_sign, %bits
+  %sign = and i32 %sign0, -2147483648
+  %signed_bits = xor i32 %v_bits, %sign
+  %signed = bitcast i32 %signed_bits to float
   ; sin(x) = x below 2**-12 (this also keeps the sign of -0.0); sin(inf) and sin(NaN) are NaN
-  %near_zero = select i1 %tiny, float %x, float %signed
+  %near_zero = select i1 %below, float %x, float %signed
+  %finite = icmp ult i32 %exponent, 255
   %out = select i1 %finite, float %near_zero, float 0x7FF8000000000000
   ret float %out
 }}"""
@@ -199,8 +252,7 @@ HELPERS[SIN] = f"""define internal float @{SIN}(float %x) alwaysinline nounwind 
 HELPER_DECLARATIONS = {
     EXP2: ["declare float @llvm.rint.f32(float)"],
     LOG2: [],
-    SIN: ["declare float @llvm.fabs.f32(float)", "declare double @llvm.rint.f64(double)",
-          "declare i64 @llvm.fptosi.sat.i64.f64(double)"],
+    SIN: ["declare i64 @llvm.fshr.i64(i64, i64, i64)"],
     BF16_ROUND: [], BF16_BITS: [], F64_TO_F16: ["declare double @llvm.fabs.f64(double)"],
 }
 FLOAT32_HELPERS = {"exp2": EXP2, "log2": LOG2, "sin": SIN}
