@@ -67,7 +67,7 @@ class NNOps:
         nl = len(lead)
         windows = self.permute(*range(nl), *range(nl + dims, nl + 2 * dims), *range(nl, nl + dims)).contiguous()
         rows = [ceildiv(i, s) for i, s in zip(spatial, strides)]           # phase-rows per spatial axis
-        total = None
+        copies = []
         for offsets in itertools.product(*[range(k) for k in kernel]):
             g = windows.shrink(tuple(keep + [(k, k + 1) for k in offsets] + [(0, o) for o in outs]))
             shifts = [divmod(k * d, s) for k, d, s in zip(offsets, dilations, strides)]        # (q, r) per axis
@@ -76,11 +76,13 @@ class NNOps:
             if any(s > 1 for s in strides):
                 g = g.reshape(*lead, *flatten((n, 1) for n in rows))
                 g = g.pad(tuple(unpadded + flatten(((0, 0), (r, s - 1 - r)) for (_, r), s in zip(shifts, strides))))
-            total = g if total is None else total + g
-        total = total.reshape(*lead, *[n * s for n, s in zip(rows, strides)])
+            copies.append(g)
+        while len(copies) > 1:      # added as a tree: a chain of k^3 additions would nest too deep to schedule
+            copies = [a + b for a, b in zip(copies[::2], copies[1::2])] + copies[len(copies) & ~1:]
+        total = copies[0].reshape(*lead, *[n * s for n, s in zip(rows, strides)])
         return total.shrink(tuple(keep + [(0, i) for i in spatial]))
 
-    def _padding_pairs(self, padding, dims: int) -> list[tuple[int, int]]:
+    def _padding_pairs(self, padding, dims: int, error=ValueError) -> list[tuple[int, int]]:
         """padding as an int, per-dim ints, or flat (before, after) pairs from the last dim -> pairs, first dim
         first."""
         if isinstance(padding, int):
@@ -90,19 +92,37 @@ class NNOps:
             return [(p, p) for p in padding]
         if len(padding) == 2 * dims:
             return [(padding[2 * i], padding[2 * i + 1]) for i in range(dims)][::-1]
-        raise ValueError(f"padding {padding} must be an int, {dims} ints or {2 * dims} ints")
+        raise error(f"padding {padding} must be an int, {dims} ints or {2 * dims} ints")
+
+    def _check_conv(self, weight, bias, groups: int, in_channels: int, out_channels: int, stride, dilation):
+        """The shape errors a convolution would otherwise hit deep inside its windows, raised when it is built, as
+        torch raises them."""
+        dims = weight.ndim - 2
+        if dims < 1 or self.ndim != weight.ndim:
+            raise RuntimeError(f"conv input {self.shape} needs {weight.ndim} dims to match weight {weight.shape} "
+                               "(batch, channels, then one per spatial dim of the weight)")
+        if not isinstance(groups, int) or groups < 1 or in_channels % groups or out_channels % groups:
+            raise RuntimeError(f"groups={groups} must be a positive int dividing the {in_channels} input and "
+                               f"{out_channels} output channels (input {self.shape}, weight {weight.shape})")
+        if self.shape[1] != in_channels:
+            raise RuntimeError(f"conv input {self.shape} has {self.shape[1]} channels but weight {weight.shape} with "
+                               f"groups={groups} expects {in_channels}")
+        if any(v < 1 for v in make_tuple(stride, dims) + make_tuple(dilation, dims)):
+            raise RuntimeError(f"conv stride {stride} and dilation {dilation} must be positive")
+        if bias is not None and bias.shape != (out_channels,):
+            raise RuntimeError(f"conv bias {bias.shape} should be ({out_channels},) for weight {weight.shape}")
 
     def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
         """Cross-correlation like torch.nn.functional.conv2d (also conv1d/conv3d by the weight's rank)."""
-        bs, cin = self.shape[:2]
         cout, cin_group, *kernel = weight.shape
         dims = len(kernel)
-        if self.ndim != dims + 2:
-            raise ValueError(f"conv input {self.shape} needs {dims + 2} dims to match weight {weight.shape}")
-        if cin != groups * cin_group:
-            raise ValueError(f"conv input has {cin} channels but weight {weight.shape} with groups={groups} expects "
-                             f"{groups * cin_group}")
-        pads = self._padding_pairs(padding, dims)
+        self._check_conv(weight, bias, groups, groups * cin_group, cout, stride, dilation)
+        bs = self.shape[0]
+        pads = self._padding_pairs(padding, dims, RuntimeError)
+        padded = [n + b + a for n, (b, a) in zip(self.shape[2:], pads)]
+        if any(p < d * (k - 1) + 1 for p, k, d in zip(padded, kernel, make_tuple(dilation, dims))):
+            raise RuntimeError(f"conv kernel {tuple(kernel)} (dilation {dilation}) of weight {weight.shape} is larger "
+                               f"than the input {self.shape} padded to {tuple(padded)}")
         x = self.pad(((0, 0), (0, 0), *pads))
         if any(p != (0, 0) for p in pads):
             # the padded input is copied once so the window's loads need no bounds checks: the conv's inner loop
@@ -134,11 +154,15 @@ class NNOps:
 
     def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):
         """The gradient of conv2d with respect to its input, as torch.nn.functional.conv_transpose2d."""
+        self._check_conv(weight, bias, groups, weight.shape[0], weight.shape[1] * groups, stride, dilation)
         dims = weight.ndim - 2
         kernel = weight.shape[2:]
         strides, dilations = make_tuple(stride, dims), make_tuple(dilation, dims)
         out_pads = make_tuple(output_padding, dims)
-        pads = self._padding_pairs(padding, dims)
+        pads = self._padding_pairs(padding, dims, RuntimeError)
+        if any(not 0 <= p < max(s, d) for p, s, d in zip(out_pads, strides, dilations)):
+            raise RuntimeError(f"output_padding {output_padding} must be smaller than either stride {stride} or "
+                               f"dilation {dilation}")
         # weight (cin, cout/groups, *k) -> (cout, cin/groups, *k), flipped in space
         w = weight.reshape(groups, weight.shape[0] // groups, *weight.shape[1:]).transpose(1, 2)
         w = w.flip(*range(3, 3 + dims)).reshape(-1, weight.shape[0] // groups, *kernel)
@@ -153,24 +177,163 @@ class NNOps:
                            for k, d, (before, after), op in reversed(list(zip(kernel, dilations, pads, out_pads))))
         return x.conv2d(w, bias, groups=groups, dilation=dilation, padding=new_pads)
 
-    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False):
+    # ---- pooling: any number of spatial dims, as many as the kernel has ----
+    def _pool_args(self, kernel_size, stride, dilation, padding, ceil_mode: bool):
+        """-> kernel, strides, dilations and per-dim (before, after) padding; ceil_mode pads the end further, enough
+        for a last partial window, unless it would start in the end padding (torch's rule)."""
         kernel = make_tuple(kernel_size, 2)
-        pads = self._padding_pairs(padding, 2)
-        x = self.pad(((0, 0),) * (self.ndim - 2) + tuple(pads), value=-math.inf) if padding else self
-        return x._pool(kernel, stride if stride is not None else kernel, dilation).max(axis=(-2, -1))
+        dims = len(kernel)
+        strides, dilations = make_tuple(kernel if stride is None else stride, dims), make_tuple(dilation, dims)
+        if any(v < 1 for v in kernel + strides + dilations) or self.ndim < dims:
+            raise ValueError(f"pooling input {self.shape} with kernel {kernel}, stride {strides} and dilation "
+                             f"{dilations}: all must be positive and the input needs {dims} spatial dims")
+        pads = self._padding_pairs(padding, dims)
+        if ceil_mode:
+            for i, (n, k, s, d, (before, after)) in enumerate(zip(self.shape[-dims:], kernel, strides, dilations,
+                                                                     pads)):
+                outs = ceildiv(n + before + after - d * (k - 1) - 1, s) + 1
+                outs -= (outs - 1) * s >= n + before
+                pads[i] = (before, after + max(0, (outs - 1) * s + d * (k - 1) + 1 - (n + before + after)))
+        return kernel, strides, dilations, pads
 
-    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, count_include_pad=True):
-        kernel = make_tuple(kernel_size, 2)
-        pads = self._padding_pairs(padding, 2)
-        x = self.pad(((0, 0),) * (self.ndim - 2) + tuple(pads)) if padding else self
-        summed = x._pool(kernel, stride if stride is not None else kernel, dilation).sum(axis=(-2, -1))
-        if count_include_pad or not padding:
+    def _padded_windows(self, kernel, strides, dilations, pads, value=0.0):
+        x = self.pad(((0, 0),) * (self.ndim - len(kernel)) + tuple(pads), value) if any(map(any, pads)) else self
+        return x._pool(kernel, strides, dilations)
+
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False,
+                   return_indices=False):
+        """Max over each window (as many spatial dims as kernel_size has), as torch's max_pool1d/2d/3d: the gradient
+        goes to the one element return_indices names (flat indices into each input plane, int32).
+
+        >>> Tensor([[[[1, 5, 2], [7, 3, 4]]]]).max_pool2d(2, stride=1, return_indices=True)[1].tolist()
+        [[[[3, 1]]]]"""
+        kernel, strides, dilations, pads = self._pool_args(kernel_size, stride, dilation, padding, ceil_mode)
+        spatial, axes = self.shape[-len(kernel):], tuple(range(-len(kernel), 0))
+        n = prod(spatial)
+        positions = self.arange(n, device=self.device).reshape(spatial)._padded_windows(kernel, strides, dilations,
+                                                                                         pads, -1)
+        windows = self._padded_windows(kernel, strides, dilations, pads, dtypes.min(self.dtype))
+        pooled = _max_pool_function().apply(windows, positions=positions, axes=axes, n=n)
+        if not return_indices:
+            return pooled
+        best = windows._pool_choice(positions, axes, n)[1].reshape(pooled.shape)
+        return pooled, (best > n).where(best - n - 1, n - best)
+
+    def _pool_choice(self, positions, axes, n: int):
+        """For windows of values and of the input positions they read (-1: padding; n: the input's plane size): the
+        score of each element and the window's best score, which marks the element torch's max pooling picks: the
+        first of tied maxima, or the last NaN (torch's loop keeps replacing a NaN maximum)."""
+        is_max = (self == self.max(axes, keepdim=True)) & (positions >= 0)
+        score = (self != self).where(n + 1 + positions, is_max.where(n - positions, 0))
+        return score, score.max(axes, keepdim=True)
+
+    def max_pool1d(self, kernel_size=2, stride=None, *, dilation=1, padding=0, ceil_mode=False, return_indices=False):
+        """max_pool2d over the last axis (options after stride by name: torch orders them differently)."""
+        return self.max_pool2d((kernel_size,), stride, dilation, padding, ceil_mode, return_indices)
+
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False,
+                   count_include_pad=True):
+        """Mean over each window, as torch's avg_pool1d/2d/3d (the spatial dims are as many as kernel_size has): the
+        divisor counts the zero padding unless count_include_pad=False, never ceil_mode's extra end padding."""
+        kernel, strides, dilations, pads = self._pool_args(kernel_size, stride, dilation, padding, ceil_mode)
+        plain = self._padding_pairs(padding, len(kernel))
+        axes = tuple(range(-len(kernel), 0))
+        summed = self._padded_windows(kernel, strides, dilations, pads).sum(axes)
+        if count_include_pad and pads == plain:
             return summed / prod(kernel)
-        ones = self.ones_like().pad(((0, 0),) * (self.ndim - 2) + tuple(pads))
-        return summed / ones._pool(kernel, stride if stride is not None else kernel, dilation).sum(axis=(-2, -1))
+        spatial = self.shape[-len(kernel):]
+        if count_include_pad:     # ones over the padded input, zeros over ceil_mode's extra
+            spatial = [n + b + a for n, (b, a) in zip(spatial, plain)]
+            pads = [(0, end - a) for (_, end), (_, a) in zip(pads, plain)]
+        counted = self.ones(*spatial, device=self.device)._padded_windows(kernel, strides, dilations, pads)
+        return summed / counted.sum(axes)
 
-    def max_pool1d(self, kernel_size=2, stride=None):
-        return self._pool((kernel_size,), stride or kernel_size).max(-1)
+    def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None):
+        """The inverse of max_pool2d(return_indices=True): each value written at its index of an otherwise zero plane;
+        the plane's size is output_size's last dims or the one the pool came from."""
+        lead, spatial = self.shape[:2], self.shape[2:]
+        if indices.shape != self.shape:
+            raise RuntimeError(f"max_unpool2d: indices {indices.shape} must have the shape of the input {self.shape}")
+        if output_size is None:
+            kernel, strides, dilations, pads = self._pool_args(kernel_size, stride, dilation, padding, False)
+            output_size = [(i - 1) * s - b - a + d * (k - 1) + 1
+                           for i, k, s, d, (b, a) in zip(spatial, kernel, strides, dilations, pads)]
+        output_size = tuple(output_size)[-len(spatial):]
+        hits = indices.reshape(*lead, -1, 1) == self.arange(prod(output_size), device=self.device)
+        # an index named twice (overlapping windows) holds the same input element: write it once
+        plane = hits.where(self.reshape(*lead, -1, 1), 0).sum(-2) / hits.sum(-2).maximum(1)
+        return plane.cast(self.dtype).reshape(*lead, *output_size)
+
+    def unfold(self, dim: int, size: int, step: int):
+        """Windows of size elements along dim, step apart, as a new last axis; dim becomes the window count (as
+        torch.Tensor.unfold).
+
+        >>> Tensor.arange(5).unfold(0, 2, 2).tolist()
+        [[0, 1], [2, 3]]"""
+        dim = self._axes(dim)[0]
+        if size < 0 or step < 1 or size > self.shape[dim]:
+            raise RuntimeError(f"unfold: size {size} must be in [0, {self.shape[dim]}] (dim {dim} of {self.shape}) "
+                               f"and step {step} positive")
+        order = [d for d in range(self.ndim) if d != dim] + [dim]
+        windows = self.permute(order)._pool((size,), step)
+        return windows.permute(*sorted(range(self.ndim), key=order.__getitem__), self.ndim)
+
+    def interpolate(self, size, mode: str = "linear", align_corners: bool = False):
+        """Resamples the last len(size) axes to size, as torch.nn.functional.interpolate: mode 'linear' (also named
+        'bilinear', 'trilinear'), 'nearest' or 'nearest-exact'.
+
+        >>> Tensor([[0.0, 1.0]]).interpolate((4,)).tolist()
+        [[0.0, 0.25, 0.75, 1.0]]"""
+        mode = "linear" if mode in ("bilinear", "trilinear") else mode
+        if mode not in ("linear", "nearest", "nearest-exact") or (align_corners and mode != "linear"):
+            raise ValueError(f"interpolate mode {mode!r} (align_corners={align_corners}): modes are linear, bilinear, "
+                             "trilinear (which take align_corners), nearest and nearest-exact")
+        if not 0 < len(size) <= self.ndim or any(not isinstance(n, int) or n < 1 for n in size):
+            raise ValueError(f"interpolate size {size} must be up to {self.ndim} positive ints for shape {self.shape}")
+        x = self
+        for axis, out in zip(range(self.ndim - len(size), self.ndim), size):
+            n, shape = self.shape[axis], [1] * self.ndim
+            shape[axis] = out
+            target = x.shape[:axis] + (out,) + x.shape[axis + 1:]
+
+            def gather(index):
+                return x.gather(axis, index.cast(dtypes.int32).minimum(n - 1).reshape(shape).expand(target))
+            position = self.arange(out, device=self.device, dtype=dtypes.float32)
+            if mode != "linear":
+                x = gather(((position + 0.5) if mode == "nearest-exact" else position) * (n / out))
+                continue
+            source = position * ((n - 1) / max(out - 1, 1)) if align_corners else \
+                ((position + 0.5) * (n / out) - 0.5).maximum(0)
+            low = source.floor()
+            x = gather(low).lerp(gather(low + 1), (source - low).reshape(shape))
+        return x.cast(self.dtype)
+
+    def _pad_mode(self, padding, mode: str):
+        """Tensor.pad's modes that extend each axis with the tensor's own values: 'reflect' mirrors it about its edge
+        element, 'replicate' repeats the edge element, 'circular' wraps around. Negative pads crop: circular crops
+        first, the other two after padding (as torch)."""
+        if mode not in ("reflect", "replicate", "circular"):
+            raise NotImplementedError(f"pad mode {mode!r}: modes are constant, reflect, replicate and circular")
+        crop = tuple((min(b, 0), min(a, 0)) for b, a in padding)
+        x = self.pad(crop) if mode == "circular" else self
+        for axis, (before, after) in enumerate(padding):
+            before, after, n = max(before, 0), max(after, 0), x.shape[axis]
+            if max(before, after) > (n - 1 if mode == "reflect" else n if mode == "circular" else math.inf):
+                raise ValueError(f"{mode} pad ({before}, {after}) of axis {axis} must be less than its size {n}"
+                                 f"{' (or equal)' if mode == 'circular' else ''}: shape {x.shape}")
+
+            def edge(start, stop):
+                return x.shrink(tuple((start, stop) if d == axis else (0, s) for d, s in enumerate(x.shape)))
+            if mode == "reflect":
+                pieces = edge(1, before + 1).flip(axis), x, edge(n - 1 - after, n - 1).flip(axis)
+            elif mode == "replicate":
+                sizes = [x.shape[:axis] + (p,) + x.shape[axis + 1:] for p in (before, after)]
+                pieces = edge(0, 1).expand(sizes[0]), x, edge(n - 1, n).expand(sizes[1])
+            else:
+                pieces = edge(n - before, n), x, edge(0, after)
+            pieces = [p for p in pieces if p.shape[axis]]
+            x = pieces[0].cat(*pieces[1:], dim=axis)
+        return x if mode == "circular" else x.pad(crop)
 
     # ---- normalization ----
     def batchnorm(self, weight, bias, mean, invstd, axis=1):
@@ -196,57 +359,123 @@ class NNOps:
         return keep.where(self, 0) * (1 / (1 - p))
 
     def one_hot(self, num_classes: int = -1):
-        from tinygrad_core.tensor import Tensor
+        """int32 (..., num_classes) with a 1 at each value's class; num_classes=-1 reads the tensor to take its max + 1
+        (which also checks no value is negative, as torch)."""
+        if not dtypes.is_int(self.dtype):
+            raise RuntimeError(f"one_hot needs an integer tensor of class indices, got {self.dtype}")
+        if num_classes < -1:
+            raise ValueError(f"one_hot: num_classes must be -1 (inferred) or non-negative, got {num_classes}")
         if num_classes == -1:
-            num_classes = int(self.max().item()) + 1
-        return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
+            low, high = self.min().item(), self.max().item()
+            if low < 0:
+                raise RuntimeError(f"one_hot: class values must be non-negative, got {low}")
+            num_classes = high + 1
+        return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtypes.int32)
 
-    # ---- losses ----
+    def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12):
+        """self divided by its p-norm along dim, the norm held at eps or more (torch.nn.functional.normalize)."""
+        x = self._float()
+        if p == math.inf:
+            return x / x.abs().max(dim, keepdim=True).maximum(eps)
+        if p == 0:
+            return x / (x != 0).sum(dim, keepdim=True).maximum(eps)
+        # clamped before the root: the root's gradient at a zero norm would be 0 * inf
+        total = (x * x if p == 2 else x.abs().pow(p)).sum(dim, keepdim=True)
+        return x / (total.maximum(eps ** p).pow(1 / p) if eps ** p > 0 else total.pow(1 / p).maximum(eps))
+
+    def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False,
+                                     enable_gqa: bool = False):
+        """softmax(self @ key^T / sqrt(head size) + mask) @ value, self the queries (..., L, E), key (..., S, E).
+        attn_mask: bool (True attends) or added to the scores; is_causal: query i attends to keys 0..i. A query that
+        may attend to nothing gets zeros, as torch."""
+        if enable_gqa:      # key/value heads shared by groups of query heads
+            key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
+            value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
+        if is_causal:
+            if attn_mask is not None:
+                raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both")
+            attn_mask = self.arange(self.shape[-2], device=self.device).unsqueeze(-1) >= \
+                self.arange(key.shape[-2], device=self.device)
+        scores = (self @ key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
+        if attn_mask is not None:
+            scores = scores + (attn_mask.where(0.0, -math.inf) if attn_mask.dtype == dtypes.bool else attn_mask)
+        shut = (scores == -math.inf).all(-1, keepdim=True)
+        # a fully masked row's softmax would be 0/0: it is computed on zeros instead, then replaced
+        weights = shut.where(0.0, shut.where(0.0, scores).softmax(-1))
+        return weights.dropout(dropout_p) @ value
+
+    # ---- losses: class axis 1 (torch), except sparse_categorical_crossentropy's -1 (tinygrad) ----
     def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0,
                                         reduction: str = "mean"):
-        from tinygrad_core.tensor import Tensor
+        """Cross-entropy of logits (..., C) and class indices Y (...); labels equal to ignore_index count for
+        nothing, in the mean's divisor too (which makes a mean over nothing NaN, as torch)."""
         if self.shape[:-1] != Y.shape:
             raise ValueError(f"logits {self.shape} need labels of shape {self.shape[:-1]}, got {Y.shape}")
+        if not 0 <= label_smoothing <= 1:
+            raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         classes = self.shape[-1]
         log_probs = self.log_softmax(-1)
         keep = (Y != ignore_index)
-        target = (Y.unsqueeze(-1) == Tensor.arange(classes, device=self.device)) & keep.unsqueeze(-1)
+        target = (Y.unsqueeze(-1) == self.arange(classes, device=self.device)) & keep.unsqueeze(-1)
         picked = -(target.where(log_probs, 0).sum(-1))
         smooth = -log_probs.mean(-1) * keep
         loss = (1 - label_smoothing) * picked + label_smoothing * smooth
         return _reduce_loss(loss, reduction, keep)
 
-    def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0):
-        """Y: class indices (like sparse_categorical_crossentropy) or class probabilities of the logits' shape."""
+    def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100):
+        """torch.nn.functional.cross_entropy: logits (N, C, d...) or (C,); Y class indices (N, d...) or class
+        probabilities of the logits' shape."""
+        axis = min(1, self.ndim - 1)
+        logits = self.permute(*[d for d in range(self.ndim) if d != axis], axis)     # classes last
         if Y.shape != self.shape:
-            return self.sparse_categorical_crossentropy(Y, reduction=reduction, label_smoothing=label_smoothing)
-        classes = self.shape[-1]
-        Y = Y * (1 - label_smoothing) + label_smoothing / classes
-        return _reduce_loss(-(self.log_softmax(-1) * Y).sum(-1), reduction)
+            return logits.sparse_categorical_crossentropy(Y, ignore_index, label_smoothing, reduction)
+        if not 0 <= label_smoothing <= 1:
+            raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+        Y = Y.permute(*[d for d in range(self.ndim) if d != axis], axis) * (1 - label_smoothing)
+        return _reduce_loss(-(logits.log_softmax(-1) * (Y + label_smoothing / logits.shape[-1])).sum(-1), reduction)
 
     def binary_crossentropy(self, Y, reduction: str = "mean"):
+        """-(Y log(self) + (1 - Y) log(1 - self)), self probabilities."""
         return _reduce_loss(-(Y * self.log() + (1 - Y) * (1 - self).log()), reduction)
 
-    def binary_crossentropy_logits(self, Y, reduction: str = "mean"):
-        # log(sigmoid(x)) = -softplus(-x): stable for large |x|
-        return _reduce_loss((1 - Y) * self + (-self).softplus(), reduction)
+    def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
+        """binary_crossentropy of sigmoid(self), the positive term weighted by pos_weight (BCEWithLogitsLoss)."""
+        # log(sigmoid(x)) = -softplus(-x) and log(1 - sigmoid(x)) = -x - softplus(-x): stable for large |x|
+        positive = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
+        return _reduce_loss((1 - Y) * self + positive * (-self).softplus(), reduction)
 
-    def nll_loss(self, Y, reduction: str = "mean"):
-        from tinygrad_core.tensor import Tensor
-        target = Y.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)
-        return _reduce_loss(-(target.where(self, 0).sum(-1)), reduction)
+    def nll_loss(self, Y, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        """-self[n, Y[n], d...] * weight[Y[n]] for log-probabilities (N, C, d...) or (C,) and class indices (N, d...);
+        the mean divides by the summed weights of the labels counted (torch.nn.functional.nll_loss)."""
+        axis = min(1, self.ndim - 1)
+        classes = self.shape[axis]
+        if self.shape[:axis] + self.shape[axis + 1:] != Y.shape:
+            raise ValueError(f"nll_loss input {self.shape} (classes on axis {axis}) needs a target of shape "
+                             f"{self.shape[:axis] + self.shape[axis + 1:]}, got {Y.shape}")
+        if weight is not None and weight.shape != (classes,):
+            raise RuntimeError(f"nll_loss weight {weight.shape} should have one entry for each of the {classes} "
+                               f"classes of input {self.shape}")
+        class_axis = (classes,) + (1,) * (Y.ndim - axis)
+        target = (Y.unsqueeze(axis) == self.arange(classes, device=self.device).reshape(class_axis))
+        target = target & (Y != ignore_index).unsqueeze(axis)
+        weights = target.where(1.0 if weight is None else weight.reshape(class_axis), 0.0)
+        # selected with where, not multiplied: a log-probability of -inf elsewhere would make 0 * -inf
+        loss = -(target.where(self * weights, 0.0).sum(axis))
+        return _reduce_loss(loss, reduction, weights.sum(axis))
 
     def mse_loss(self, Y, reduction: str = "mean"):
+        """Mean squared error."""
         return _reduce_loss((self - Y).square(), reduction)
 
 
-def _reduce_loss(loss, reduction: str, keep=None):
+def _reduce_loss(loss, reduction: str, counted=None):
+    """counted: how much each element counts in the mean (0 when ignored); the mean over none is NaN."""
     if reduction == "none":
         return loss
     if reduction == "sum":
         return loss.sum()
     if reduction == "mean":
-        return loss.sum() / keep.sum().maximum(1) if keep is not None else loss.mean()
+        return loss.sum() / counted.sum() if counted is not None else loss.mean()
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
@@ -265,3 +494,21 @@ def _overlapping_windows_function():
         def backward(self, grad_output):
             return grad_output._unpool(self.spatial, self.kernel, self.strides, self.dilations)
     return OverlappingWindows
+
+
+@functools.cache
+def _max_pool_function():
+    from tinygrad_core.tensor import Function
+
+    class MaxPool(Function):
+        """The max of each window, with torch's gradient: all of it to the one element max_pool2d's indices name
+        (max's own gradient would split it between tied maxima, and give NaN where the window has a NaN)."""
+
+        def forward(self, windows, positions, axes, n):
+            self.windows, self.positions, self.axes, self.n = windows, positions, axes, n
+            return windows.max(axes)
+
+        def backward(self, grad_output):
+            score, best = self.windows._pool_choice(self.positions, self.axes, self.n)
+            return (score == best).where(grad_output.reshape(best.shape), 0.0)
+    return MaxPool
