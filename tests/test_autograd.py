@@ -329,3 +329,15 @@ def test_contiguous_backward_materialises_the_gradient_in_its_layout():
     assert_close(marked.numpy(), 2 * np.exp(2 * x_np) * w_np.T)
     # the marked gradient is a kernel of its own (written in y's layout), then doubled
     assert marked_kernels == plain_kernels + 1
+
+
+def test_gradient_of_a_target_outside_the_graph_raises():
+    t = Tensor([1.0, 2.0])
+    y = t * 3
+    y.numpy()                         # realizing drops y's graph: t has no requires_grad=True to keep it
+    with pytest.raises(RuntimeError, match="not in this tensor's graph"):
+        y.sum().gradient(t)
+    kept = Tensor([1.0, 2.0], requires_grad=True)
+    z = kept * 3
+    z.numpy()
+    assert z.sum().gradient(kept)[0].tolist() == [3.0, 3.0]

@@ -22,13 +22,13 @@ def test_broadcast_shape_mismatch_names_both_shapes():
 @pytest.mark.parametrize("a,b,inner", [((2, 3), (4, 5), "3 and 4"), ((3,), (2,), "3 and 2"),
                                        ((2, 2, 3), (2, 2, 3), "3 and 2")])
 def test_matmul_shape_mismatch(a, b, inner):
-    with pytest.raises(ValueError, match="matmul") as e:
+    with pytest.raises(RuntimeError, match="matmul") as e:
         Tensor.ones(*a) @ Tensor.ones(*b)
     assert str(a) in str(e.value) and str(b) in str(e.value) and inner in str(e.value)
 
 
 def test_matmul_of_0d():
-    with pytest.raises(ValueError, match=r"\(\)"):
+    with pytest.raises(RuntimeError, match=r"\(\)"):
         Tensor(2.0).dot(Tensor.ones(3))
 
 
@@ -150,7 +150,7 @@ def test_split_and_cat_errors():
 def test_framework_still_works_after_errors():
     for bad in (lambda: Tensor.ones(2, 3) + Tensor.ones(3, 2), lambda: Tensor.ones(2).reshape(3),
                 lambda: Tensor([1.0], dtype="nah"), lambda: Tensor.ones(2, 2) @ Tensor.ones(3, 3)):
-        with pytest.raises((ValueError, TypeError)):
+        with pytest.raises((ValueError, TypeError, RuntimeError)):
             bad()
     assert_close((Tensor([1.0, 2.0]) * 2).numpy(), [2.0, 4.0])
     assert Device.DEFAULT

@@ -282,7 +282,14 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         return self
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
-        """d(self)/d(target) for each target, as new tensors (nothing is stored in .grad)."""
+        """d(self)/d(target) for each target, as new tensors (nothing is stored in .grad). A target that self's graph
+        doesn't reach raises: a zero would be wrong when a tensor in between was realized, which drops its graph
+        unless something below it has requires_grad=True (tinygrad returns zeros for any target not reached)."""
+        in_graph = set(self.uop.toposort())
+        for i, t in enumerate(targets):
+            if t.uop not in in_graph:
+                raise RuntimeError(f"gradient: target {i} (shape {t.shape}) is not in this tensor's graph; if a tensor "
+                                   f"between them was realized first, create the target with requires_grad=True")
         seed = gradient if gradient is not None else Tensor(1.0, device=self.device, dtype=self.dtype)
         grads = compute_gradient(self.uop, seed.uop, {t.uop for t in targets})
         return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
@@ -925,10 +932,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     # ---- linear algebra ----
     def dot(self, w: Tensor) -> Tensor:
         if self.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"dot needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+            raise RuntimeError(f"dot needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
         k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
         if k_self != k_w:
-            raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} differ)")
+            raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} differ)")
         dtype = least_upper_dtype(self.dtype, w.dtype)
         if w.ndim == 2 and w.uop.op is not Ops.PERMUTE and isinstance(w.shape[1], int) and w.shape[1] % PANEL == 0 \
                 and w.shape[1] * dtype.itemsize >= FAR_ROWS_BYTES and Device[w.device].renderer.simd_width:
