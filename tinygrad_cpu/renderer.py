@@ -1,7 +1,8 @@
 """Linear kernel program -> LLVM IR text, the first step of the CPU backend (compiler.py turns it into machine code).
 
-Each kernel becomes `void name(ptr buf0, ..., i32 var0, ..., i32 start, i32 end)` whose body runs once for every
-parallel index gidx0 in [start, end): runtime.py hands slices of that range to different threads."""
+Each kernel becomes `void name(ptr buf0, ..., i32 var0, ..., i64 start, i64 end)` whose body runs once for every
+parallel index gidx0 in [start, end): runtime.py hands slices of that range to different threads. Index arithmetic is
+i32, or i64 in kernels the core lowered with 64-bit indices (buffers of 2**31 elements or more)."""
 from __future__ import annotations
 import hashlib
 import struct
@@ -95,6 +96,7 @@ class KernelWriter:
         self.temp_count = 0
         self.block = "entry"                  # the basic block being written (phi nodes name their predecessors)
         self.loop_phi_line: dict[UOp, int] = {}
+        self.loop_ends: dict[UOp, str] = {}
         self.loop_ids: list[int] = []         # metadata of each loop's back edge (small kernels only, see below)
         users: dict[UOp, list[UOp]] = {}
         for u in uops:
@@ -102,6 +104,8 @@ class KernelWriter:
                 users.setdefault(s, []).append(u)
         self.users = users
         self.index_only = self._index_only_values()
+        wide = any(u.op in (Ops.SPECIAL, Ops.RANGE) and u.dtype.itemsize == 8 for u in uops)
+        self.index_type = "i64" if wide else "i32"
         self.load_strides, self.accumulator_updates = self._loop_strides()
         parallel = next((u.arg[1] for u in uops if u.op is Ops.SPECIAL), 1)
         self.small = isinstance(parallel, int) and parallel * self.work_per_index() < SMALL_KERNEL_WORK
@@ -135,12 +139,19 @@ class KernelWriter:
             return self.emit(f"load {REGISTER_TYPE[u.dtype]}, ptr {self.values[u]}")
         return self.values[u]
 
+    def index_value(self, u: UOp) -> str:
+        """u as this kernel's index type: a symbolic size (an i32 argument) is sign-extended in a 64-bit kernel."""
+        if self.index_type == "i64" and u.dtype == dtypes.int32:
+            return self.emit(f"sext i32 {self.value(u)} to i64")
+        return self.value(u)
+
     def _index_only_values(self) -> set[UOp]:
-        """Integer adds/muls used only to address memory. Buffers hold fewer than 2**31 elements, so these never
-        overflow, and marking them `nsw` lets LLVM widen them to 64-bit addresses once instead of every iteration."""
+        """Integer adds/muls used only to address memory. The core makes index arithmetic 64-bit wherever 32 bits
+        could overflow, so these never do, and marking them `nsw` lets LLVM widen them to 64-bit addresses once
+        instead of every iteration."""
         found: set[UOp] = set()
         for u in reversed(self.uops):
-            if u.op not in (Ops.ADD, Ops.MUL) or u.dtype != dtypes.index:
+            if u.op not in (Ops.ADD, Ops.MUL) or u.dtype not in (dtypes.int32, dtypes.int64):
                 continue
             uses = self.users.get(u, [])
             if uses and all((use.op in (Ops.LOAD, Ops.STORE) and use.src[0] is not u and
@@ -182,19 +193,23 @@ class KernelWriter:
             self.values[b] = f"%data{b.arg}"
         for i, v in enumerate(variables):
             self.values[v] = f"%var{i}"
-        # the parallel loop: gidx0 runs over [start, end)
-        self.lines.append("  %run = icmp slt i32 %start, %end")
+        # the parallel loop: gidx0 runs over [start, end) (the launcher passes both as i64)
+        ty = self.index_type
+        if ty == "i32":
+            self.lines += ["  %first = trunc i64 %start to i32", "  %last = trunc i64 %end to i32"]
+        first, last = ("%first", "%last") if ty == "i32" else ("%start", "%end")
+        self.lines.append(f"  %run = icmp slt {ty} {first}, {last}")
         self.lines.append("  br i1 %run, label %gidx.body, label %exit")
         self.label("gidx.body")
-        self.lines.append("  %gidx = phi i32 [%start, %entry], [%gidx.next, %LATCH]")
+        self.lines.append(f"  %gidx = phi {ty} [{first}, %entry], [%gidx.next, %LATCH]")
         gidx_phi = len(self.lines) - 1
         for u in self.uops:
             if u.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR):
                 self.render_uop(u)
         self.lines[gidx_phi] = self.lines[gidx_phi].replace("%LATCH", f"%{self.block}")
-        self.lines += ["  %gidx.next = add nsw i32 %gidx, 1", "  %gidx.more = icmp slt i32 %gidx.next, %end",
+        self.lines += [f"  %gidx.next = add nsw {ty} %gidx, 1", f"  %gidx.more = icmp slt {ty} %gidx.next, {last}",
                        f"  br i1 %gidx.more, label %gidx.body, label %exit{self.loop_hint()}", "exit:", "  ret void"]
-        signature = ", ".join(params + ["i32 %start", "i32 %end"])
+        signature = ", ".join(params + ["i64 %start", "i64 %end"])
         body = "\n".join(["entry:"] + self.allocas + self.lines)
         return "\n".join([f"; tinygrad_cpu work_per_index={self.work_per_index()} buffers={len(buffers)} "
                           f"vars={len(variables)}",
@@ -263,42 +278,45 @@ class KernelWriter:
 
     # ---- loops: a RANGE counts 0 .. end-1; the body is skipped when end <= 0 ----
     def open_loop(self, r: UOp):
-        end, loop = self.value(r.src[0]), f"loop{r.arg}"
-        self.lines.append(f"  %{loop}.run = icmp sgt i32 {end}, 0")
+        end, loop, ty = self.index_value(r.src[0]), f"loop{r.arg}", self.index_type
+        self.loop_ends[r] = end
+        self.lines.append(f"  %{loop}.run = icmp sgt {ty} {end}, 0")
         self.lines.append(f"  br i1 %{loop}.run, label %{loop}.body, label %{loop}.exit")
         entry_block = self.block
         self.label(f"{loop}.body")
-        self.lines.append(f"  %{loop} = phi i32 [0, %{entry_block}], [%{loop}.next, %LATCH]")
+        self.lines.append(f"  %{loop} = phi {ty} [0, %{entry_block}], [%{loop}.next, %LATCH]")
         self.loop_phi_line[r] = len(self.lines) - 1
         self.values[r] = f"%{loop}"
 
     def close_loop(self, r: UOp):
-        end, loop = self.value(r.src[0]), f"loop{r.arg}"
+        end, loop, ty = self.loop_ends[r], f"loop{r.arg}", self.index_type
         line = self.loop_phi_line[r]
         self.lines[line] = self.lines[line].replace("%LATCH", f"%{self.block}")
-        self.lines.append(f"  %{loop}.next = add nsw i32 %{loop}, 1")
-        self.lines.append(f"  %{loop}.more = icmp slt i32 %{loop}.next, {end}")
+        self.lines.append(f"  %{loop}.next = add nsw {ty} %{loop}, 1")
+        self.lines.append(f"  %{loop}.more = icmp slt {ty} %{loop}.next, {end}")
         self.lines.append(f"  br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit{self.loop_hint()}")
         self.label(f"{loop}.exit")
 
     # ---- memory ----
     def address(self, buffer: UOp, index: str) -> str:
-        return self.emit(f"getelementptr inbounds {MEMORY_TYPE[buffer.dtype]}, ptr {self.values[buffer]}, i32 {index}")
+        return self.emit(f"getelementptr inbounds {MEMORY_TYPE[buffer.dtype]}, ptr {self.values[buffer]}, "
+                         f"{self.index_type} {index}")
 
     def load(self, u: UOp) -> str:
-        buffer, index, valid = u.src[0], self.value(u.src[1]), (self.value(u.src[2]) if len(u.src) > 2 else None)
+        buffer, index, valid = u.src[0], self.index_value(u.src[1]), (self.value(u.src[2]) if len(u.src) > 2 else None)
+        ty = self.index_type
         if valid is not None:
             # read element 0 instead of an invalid index (every buffer has one, see runtime.py), then discard it:
             # branch-free, so loads under a padding mask still vectorise
-            index = self.emit(f"select i1 {valid}, i32 {index}, i32 0")
+            index = self.emit(f"select i1 {valid}, {ty} {index}, {ty} 0")
         mem_type = MEMORY_TYPE[buffer.dtype]
         stride = self.load_strides.get(u, 0)
         if abs(stride) > PREFETCH_STRIDE and valid is None and \
                 sym.linear(u.src[1])[1] % max(1, 64 // buffer.dtype.itemsize) == 0:
             # a loop striding through memory defeats the hardware prefetcher: ask for the cache line needed
             # PREFETCH_TRIPS trips from now (one prefetch per line; prefetches never fault, even past the end)
-            ahead = self.emit(f"add i32 {index}, {stride * PREFETCH_TRIPS}")
-            address = self.emit(f"getelementptr {mem_type}, ptr {self.values[buffer]}, i32 {ahead}")
+            ahead = self.emit(f"add {ty} {index}, {stride * PREFETCH_TRIPS}")
+            address = self.emit(f"getelementptr {mem_type}, ptr {self.values[buffer]}, {ty} {ahead}")
             self.lines.append(f"  call void @llvm.prefetch.p0(ptr {address}, i32 0, i32 3, i32 1)")
             self.declarations.add("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
         raw = self.emit(f"load {mem_type}, ptr {self.address(buffer, index)}, align {buffer.dtype.itemsize}")
@@ -311,7 +329,7 @@ class KernelWriter:
         return out
 
     def store(self, u: UOp):
-        buffer, index, value = u.src[0], self.value(u.src[1]), self.value(u.src[2])
+        buffer, index, value = u.src[0], self.index_value(u.src[1]), self.value(u.src[2])
         valid = self.value(u.src[3]) if len(u.src) > 3 else None
         if u.src[2].dtype != buffer.dtype:
             value = self.cast(value, u.src[2].dtype, buffer.dtype)
@@ -395,8 +413,10 @@ class KernelWriter:
 
     # ---- arithmetic ----
     def alu(self, u: UOp) -> str:
-        operands = [self.value(s) for s in u.src]
         in_dtype = u.src[-1].dtype if u.op is Ops.WHERE else u.src[0].dtype
+        if self.index_type == "i64" and in_dtype == dtypes.int32 and any(s.dtype == dtypes.int64 for s in u.src):
+            in_dtype = dtypes.int64       # 64-bit index arithmetic with a symbolic size (an i32 argument) in it
+        operands = [self.index_value(s) if in_dtype == dtypes.int64 else self.value(s) for s in u.src]
         flags = ""
         if is_float(in_dtype):
             ty = REGISTER_TYPE[in_dtype]

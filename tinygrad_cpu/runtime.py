@@ -102,7 +102,7 @@ class CPUProgram(Program):
         # tracker unloads the code
         builder = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process().export_symbol(meta["symbol"])
         self.tracker = builder.link(_Launcher.jit(), f"kernel{next(_Launcher._library_ids)}")
-        argtypes = [ctypes.c_void_p] * meta["buffers"] + [ctypes.c_int32] * (meta["vars"] + 2)
+        argtypes = [ctypes.c_void_p] * meta["buffers"] + [ctypes.c_int32] * meta["vars"] + [ctypes.c_int64] * 2
         self.function = ctypes.CFUNCTYPE(None, *argtypes)(self.tracker[meta["symbol"]])
 
     def slices(self, size: int) -> list[tuple[int, int]]:

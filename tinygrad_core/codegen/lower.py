@@ -173,7 +173,16 @@ def reshape_index(idx: Indices, shape, src_shape) -> Indices:
 
 
 def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
-    """ast = SINK(STORE(DEFINE_GLOBAL 0, value)) -> a kernel graph for `renderer`, with its launch size."""
+    """ast = SINK(STORE(DEFINE_GLOBAL 0, value)) -> a kernel graph for `renderer`, with its launch size. Index
+    arithmetic is int32, or int64 in a kernel where int32 could overflow (a buffer of 2**31 elements or more)."""
+    kernel = _lower_kernel(ast, renderer, opts)
+    if sym.INDEX == dtypes.int64 or sym.fits_int32(kernel.sink):
+        return kernel
+    with sym.wide_index():
+        return _lower_kernel(ast, renderer, opts)
+
+
+def _lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
     store = ast.src[0]
     out_buf, value = store.src
     shape = value.shape

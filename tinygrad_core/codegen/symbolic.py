@@ -4,12 +4,38 @@ Movement ops become index math (reshape -> // and %, pad -> bounds checks); the 
 its simplest form using each expression's value range, so a contiguous load reads `buf[gidx0]`, not a tangle.
 Symbolic sizes are the same expressions over Variables (DEFINE_VAR; BIND when a value comes with it)."""
 from __future__ import annotations
+import contextlib
 import math
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp
 
-INDEX = dtypes.index
+INDEX = dtypes.index          # int64 while a kernel too big for int32 indices is lowered (see wide_index)
 _bounds: dict[UOp, tuple[int, int]] = {}
+
+
+@contextlib.contextmanager
+def wide_index():
+    """Index arithmetic built inside is int64. Kernels are lowered with int32 indices first (faster on every
+    device) and lowered again in here when some index, or a loop's end, doesn't fit (see fits_int32)."""
+    global INDEX
+    saved, INDEX = INDEX, dtypes.int64
+    try:
+        yield
+    finally:
+        INDEX = saved
+
+
+def fits_int32(sink: UOp) -> bool:
+    """Whether all index arithmetic in a kernel graph, its operands, and each loop's end (the counter reaches it)
+    stay within int32. Index arithmetic is what is computed from thread indices and loop counters, up to the loads."""
+    index: set[UOp] = set()
+    for u in sink.toposort():
+        if u.op in (Ops.SPECIAL, Ops.RANGE) or (u.dtype == INDEX and u.op not in (Ops.LOAD, Ops.REDUCE) and
+                                                any(s in index for s in u.src)):
+            index.add(u)
+    spans = [bounds(s) for u in index for s in (u, *u.src) if dtypes.is_int(s.dtype)]
+    ends = [bounds(u)[1] + 1 for u in index if u.op in (Ops.SPECIAL, Ops.RANGE)]
+    return all(-2 ** 31 <= lo and hi < 2 ** 31 for lo, hi in spans) and all(end < 2 ** 31 for end in ends)
 
 
 def const(value: int | bool | UOp) -> UOp:

@@ -13,18 +13,18 @@ from tinygrad_core.engine.realize import CompiledRunner
 from cpu_kernel_runner import elementwise_ast, run_elementwise
 
 HEADER = "; tinygrad_cpu work_per_index=1 buffers=1 vars=0\n"
-GOOD = HEADER + """define void @"add_one"(ptr noalias %data0, i32 %start, i32 %end) nounwind {
+GOOD = HEADER + """define void @"add_one"(ptr noalias %data0, i64 %start, i64 %end) nounwind {
 entry:
-  %run = icmp slt i32 %start, %end
+  %run = icmp slt i64 %start, %end
   br i1 %run, label %body, label %exit
 body:
-  %i = phi i32 [%start, %entry], [%next, %body]
-  %p = getelementptr inbounds float, ptr %data0, i32 %i
+  %i = phi i64 [%start, %entry], [%next, %body]
+  %p = getelementptr inbounds float, ptr %data0, i64 %i
   %x = load float, ptr %p
   %y = fadd float %x, 1.0
   store float %y, ptr %p
-  %next = add i32 %i, 1
-  %more = icmp slt i32 %next, %end
+  %next = add i64 %i, 1
+  %more = icmp slt i64 %next, %end
   br i1 %more, label %body, label %exit
 exit:
   ret void

@@ -84,12 +84,14 @@ class PythonProgram(Program):
         """Each SPECIAL's value in every thread: thread t is thread t % prod(local_size) of group t // prod(...),
         and both flat indices unfold with dimension 0 fastest."""
         group_count, group_threads = int(np.prod(global_size)), int(np.prod(local_size))
-        thread = np.arange(group_count * group_threads, dtype=np.int32)
+        # int32 as the kernels' index arithmetic is, unless the core lowered it as int64 (2**31 threads or more)
+        index = np.int32 if group_count * group_threads < 2 ** 31 else np.int64
+        thread = np.arange(group_count * group_threads, dtype=index)
         out = {}
         for prefix, flat, sizes in (("gidx", thread // group_threads, global_size),
                                     ("lidx", thread % group_threads, local_size)):
             for dim, size in enumerate(sizes):
-                out[f"{prefix}{dim}"] = (flat // int(np.prod(sizes[:dim], dtype=np.int64)) % size).astype(np.int32)
+                out[f"{prefix}{dim}"] = (flat // int(np.prod(sizes[:dim], dtype=np.int64)) % size).astype(index)
         return out
 
     def run(self, bufs, vals, global_size, local_size):
@@ -122,7 +124,7 @@ class PythonProgram(Program):
             elif op is Ops.CONST:
                 values[pc] = np.array(arg, dtype=_host(dtype))
             elif op is Ops.RANGE:
-                values[pc] = np.int32(0)
+                values[pc] = dtype.np.type(0)
                 if args[0] <= 0:
                     pc = self.loop_end[pc] + 1
                     continue
