@@ -229,3 +229,34 @@ def test_unsigned_dtype_facts():
     assert all(dtypes.is_int(d) and dtypes.is_unsigned(d) for d in UNSIGNED)
     assert dtypes.min(dtypes.int8) == -128 and dtypes.max(dtypes.uint16) == 65535
     assert dtypes.is_float(dtypes.bfloat16) and not dtypes.is_float(dtypes.int32)
+
+
+def test_min_max_are_dtype_attributes_as_in_tinygrad_and_match_torch():
+    torch = pytest.importorskip("torch")
+    for dt in INTS:
+        info = torch.iinfo(getattr(torch, {"char": "int8", "uchar": "uint8", "short": "int16", "ushort": "uint16",
+                                           "int": "int32", "uint": "uint32", "long": "int64",
+                                           "ulong": "uint64"}[dt.name]))
+        assert (dt.min, dt.max) == (info.min, info.max) == (dtypes.min(dt), dtypes.max(dt)), dt
+    assert dtypes.int.max == 2 ** 31 - 1 and dtypes.int32.min == -2 ** 31
+    assert dtypes.float.min == -float("inf") and dtypes.half.max == float("inf")
+    assert dtypes.bool.min is False and dtypes.bool.max is True
+    assert [dt.bitsize for dt in (dtypes.bool, dtypes.int8, dtypes.half, dtypes.double)] == [1, 8, 16, 64]
+
+
+def test_dtype_groups_and_predicates_as_tinygrad():
+    assert dtypes.uints == (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+    assert dtypes.sints == (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+    assert set(dtypes.ints) == set(INTS) and set(dtypes.floats) == set(FLOATS) and set(dtypes.all) == set(ALL)
+    assert dtypes.int32s == (dtypes.uint32, dtypes.int32)
+    assert dtypes.is_bool(dtypes.bool) and not dtypes.is_bool(dtypes.uint8)
+
+
+def test_finfo_gives_exponent_and_mantissa_bits():
+    assert [dtypes.finfo(d) for d in (dtypes.half, dtypes.bfloat16, dtypes.float, dtypes.double)] == \
+        [(5, 10), (8, 7), (8, 23), (11, 52)]
+    np_bits = {dtypes.half: np.float16, dtypes.float: np.float32, dtypes.double: np.float64}
+    for dt, np_type in np_bits.items():
+        assert dtypes.finfo(dt) == (np.finfo(np_type).nexp, np.finfo(np_type).nmant)
+    with pytest.raises(ValueError, match="floating point.*dtypes.int"):
+        dtypes.finfo(dtypes.int32)

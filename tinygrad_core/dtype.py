@@ -20,6 +20,23 @@ class DType:
         return to_dtype, (self.name,)
 
     @property
+    def bitsize(self) -> int:
+        return 1 if self.name == "bool" else 8 * self.itemsize
+
+    @property
+    def min(self):
+        """The smallest value this type holds (-inf for floats, False for bool); dtypes.min(dt) is dt.min."""
+        if self in INTS:
+            return 0 if self in UNSIGNED else -2 ** (self.bitsize - 1)
+        return -float("inf") if self in FLOATS else False
+
+    @property
+    def max(self):
+        if self in INTS:
+            return 2 ** self.bitsize - 1 + self.min
+        return float("inf") if self in FLOATS else True
+
+    @property
     def np(self):
         """The numpy dtype that holds this type's values on the host (bfloat16 is held as its raw bits)."""
         return np.dtype("uint16") if self.name == "bfloat16" else np.dtype(self.fmt)
@@ -47,6 +64,10 @@ class dtypes:
     default_float = float32
     default_int = int32
     index = int32       # the type of index arithmetic inside kernels
+    uints, sints = (uint8, uint16, uint32, uint64), (int8, int16, int32, int64)
+    ints, floats = uints + sints, (float16, bfloat16, float32, float64)
+    all = floats + ints + (bool,)
+    int8s, int16s, int32s, int64s = (uint8, int8), (uint16, int16), (uint32, int32), (uint64, int64)
 
     @staticmethod
     def is_float(dt: DType) -> bool:
@@ -59,6 +80,15 @@ class dtypes:
     @staticmethod
     def is_unsigned(dt: DType) -> bool:
         return dt in UNSIGNED
+
+    is_bool = staticmethod(lambda dt: dt == dtypes.bool)
+
+    @staticmethod
+    def finfo(dt: DType) -> tuple[int, int]:
+        """(exponent bits, mantissa bits) of a float type, as tinygrad gives them."""
+        if dt not in FLOATS:
+            raise ValueError(f"finfo needs a floating point type, got {dt}")
+        return {dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52)}[dt]
 
     @staticmethod
     def from_np(npdtype) -> DType:
@@ -79,29 +109,13 @@ class dtypes:
             return dtypes.default_int
         return dtypes.default_float
 
-    @staticmethod
-    def min(dt: DType):
-        if dt == dtypes.bool:
-            return False
-        if dt in INTS:
-            return 0 if dt in UNSIGNED else -(2 ** (8 * dt.itemsize - 1))
-        return -float("inf")
-
-    @staticmethod
-    def max(dt: DType):
-        if dt == dtypes.bool:
-            return True
-        if dt in INTS:
-            return 2 ** (8 * dt.itemsize) - 1 if dt in UNSIGNED else 2 ** (8 * dt.itemsize - 1) - 1
-        return float("inf")
+    min = staticmethod(lambda dt: dt.min)       # the older spelling of dt.min and dt.max, kept for programs using it
+    max = staticmethod(lambda dt: dt.max)
 
 
 ALL = (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
        dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
-UNSIGNED = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
-INTS = (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
-        dtypes.uint64)
-FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+UNSIGNED, INTS, FLOATS = dtypes.uints, dtypes.ints, dtypes.floats
 BY_NAME = {name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType)}
 
 
