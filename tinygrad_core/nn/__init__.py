@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import numpy as np
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import make_tuple, prod
+from tinygrad_core.helpers import flatten, make_tuple, prod
 from tinygrad_core.tensor import Tensor
 
 
@@ -63,11 +63,8 @@ class Conv2d(Layer):
         if any(s != 1 for s in make_tuple(self.stride, self.dims)):
             raise ValueError("padding='same' needs stride 1 (the output could not keep the input's size otherwise)")
         # flat (before, after) pairs from the last dimension, the odd pixel going after, as PyTorch does
-        pairs = []
-        for k, d in reversed(list(zip(self.kernel_size, make_tuple(self.dilation, self.dims)))):
-            total = d * (k - 1)
-            pairs += [total // 2, total - total // 2]
-        return tuple(pairs)
+        totals = [d * (k - 1) for k, d in reversed(list(zip(self.kernel_size, make_tuple(self.dilation, self.dims))))]
+        return tuple(flatten((total // 2, total - total // 2) for total in totals))
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
@@ -81,13 +78,14 @@ class Conv1d(Conv2d):
 
 class ConvTranspose2d(Layer):
     """The transpose (gradient) of Conv2d; weight (in_channels, out_channels // groups, *kernel_size)."""
+    dims = 2
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                  dilation=1, groups: int = 1, bias: bool = True):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible "
                              f"by groups ({groups})")
-        self.kernel_size = make_tuple(kernel_size, 2)
+        self.kernel_size = make_tuple(kernel_size, self.dims)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.dilation, self.groups = dilation, groups
         # PyTorch computes fan_in from weight.shape[1:], i.e. out_channels // groups * kernel area
@@ -97,6 +95,11 @@ class ConvTranspose2d(Layer):
     def __call__(self, x: Tensor) -> Tensor:
         return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
                                   dilation=self.dilation, padding=self.padding, output_padding=self.output_padding)
+
+
+class ConvTranspose1d(ConvTranspose2d):
+    """The transpose of Conv1d, over (batch, channels, length); weight (in_channels, out_channels // groups, k)."""
+    dims = 1
 
 
 class BatchNorm2d(Layer):
@@ -137,8 +140,7 @@ class BatchNorm2d(Layer):
         self.num_batches_tracked.assign(self.num_batches_tracked + 1)
 
 
-BatchNorm = BatchNorm2d
-BatchNorm1d = BatchNorm2d       # the channel axis is axis 1 for (N, C) and (N, C, L) inputs too
+BatchNorm = BatchNorm1d = BatchNorm3d = BatchNorm2d    # the channels are axis 1 for (N, C), (N, C, L), ... too
 
 
 class LayerNorm(Layer):
@@ -157,6 +159,26 @@ class LayerNorm(Layer):
                              f"be {self.normalized_shape}")
         x = x.layernorm(axis=tuple(range(-n, 0)), eps=self.eps)
         return x if self.weight is None else x * self.weight + self.bias
+
+
+class LayerNorm2d(LayerNorm):
+    """LayerNorm over the channels of (N, C, H, W) images: each pixel's C values are normalised together."""
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class RMSNorm(Layer):
+    """x / sqrt(mean(x^2 over the last axis) + eps) * weight, computed in float32 at least (as tinygrad does)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
+        self.eps = eps
+        self.weight = _filled(dim, 1.0) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        wide = x.float() if x.dtype.itemsize < 4 else x
+        x = (wide * (wide.square().mean(-1, keepdim=True) + self.eps).rsqrt()).cast(x.dtype)
+        return x if self.weight is None else x * self.weight
 
 
 class GroupNorm(Layer):
@@ -180,6 +202,15 @@ class GroupNorm(Layer):
         return x * self.weight.reshape(shape) + self.bias.reshape(shape)
 
 
+class InstanceNorm(GroupNorm):
+    """Normalises each channel of each sample over its positions: GroupNorm with one channel per group. affine
+    defaults to True, as in tinygrad (PyTorch's InstanceNorm2d defaults to False)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+        super().__init__(num_features, num_features, eps, affine)
+        self.num_features = num_features
+
+
 class Embedding(Layer):
     """Row lookup: integer indices of any shape -> (*shape, embed_size). weight ~ N(0, 1) as in PyTorch."""
 
@@ -193,6 +224,25 @@ class Embedding(Layer):
         # a one-hot matrix times the table: a matmul the scheduler fuses, and its gradient is the scatter-add
         one_hot = idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device)
         return one_hot.cast(self.weight.dtype) @ self.weight
+
+
+class LSTMCell(Layer):
+    """One LSTM step: (x, (h, c)) -> (h', c'), the gates in PyTorch's order (input, forget, cell, output); weights and
+    biases ~ U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) as in PyTorch. hc=None starts from zeros."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+        bound = 1 / math.sqrt(hidden_size)
+        self.weight_ih, self.weight_hh = (Tensor.uniform(4 * hidden_size, n, low=-bound, high=bound)
+                                          for n in (input_size, hidden_size))
+        self.bias_ih, self.bias_hh = (Tensor.uniform(4 * hidden_size, low=-bound, high=bound) if bias else None
+                                      for _ in range(2))
+
+    def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        h, c = hc or (Tensor.zeros(x.shape[0], self.weight_hh.shape[1], dtype=x.dtype, device=x.device),) * 2
+        gates = x.linear(self.weight_ih.T, self.bias_ih) + h.linear(self.weight_hh.T, self.bias_hh)
+        i, f, g, o = gates.chunk(4, dim=1)
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c.tanh(), c
 
 
 class Dropout(Layer):
@@ -209,5 +259,6 @@ class Dropout(Layer):
 
 from tinygrad_core.nn import optim, state, datasets  # noqa: E402  (they import the layers' Tensor)
 
-__all__ = ["Layer", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d", "BatchNorm2d",
-           "LayerNorm", "GroupNorm", "Embedding", "Dropout", "optim", "state", "datasets"]
+__all__ = ["Layer", "Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "BatchNorm", "BatchNorm1d",
+           "BatchNorm2d", "BatchNorm3d", "LayerNorm", "LayerNorm2d", "RMSNorm", "GroupNorm", "InstanceNorm",
+           "Embedding", "LSTMCell", "Dropout", "optim", "state", "datasets"]
