@@ -1,12 +1,17 @@
 """Model state: naming tensors, loading state dicts (and their errors), safetensors files read by the reference
-`safetensors` package."""
+`safetensors` package (and malformed ones refused when opened), PyTorch files read without torch, zip and tar."""
+import io
 import json
+import pickle
 import struct
+import tarfile
+import zipfile
 import numpy as np
 import pytest
 from tinygrad_core import Tensor, dtypes
 from tinygrad_core.nn import Linear, Conv2d, BatchNorm2d
-from tinygrad_core.nn.state import get_state_dict, get_parameters, load_state_dict, safe_save, safe_load
+from tinygrad_core.nn.state import (get_state_dict, get_parameters, load_state_dict, safe_save, safe_load,
+                                    safe_load_metadata, tar_extract, torch_load, zip_extract)
 from tinygrad_core.dtype import bf16_to_f32
 from helpers import assert_close
 
@@ -54,6 +59,9 @@ def test_load_state_dict_errors_name_the_key_and_shapes():
     with pytest.raises(TypeError, match="'l1.bias' is dtypes.half in the state dict"):
         load_state_dict(net, {**state, "l1.bias": Tensor.zeros(3, dtype=dtypes.float16)})
     load_state_dict(net, missing, strict=False)           # strict=False skips the missing key
+    with pytest.raises(TypeError, match="'l1.bias' is a str in the state dict, not a Tensor"):
+        load_state_dict(net, {**state, "l1.bias": "zeros"})
+    assert len(load_state_dict(net, state)) == len(state)   # the tensors written, as tinygrad returns them
 
 
 def test_safe_save_load_round_trip_is_bit_exact(tmp_path):
@@ -110,9 +118,114 @@ def test_trained_model_round_trips_through_a_file(tmp_path):
         opt.zero_grad()
         x = Tensor.randn(2, 1, 4, 4)
         net.l2(net.l1(net.blocks[0](x).flatten(1)[:, :4]).relu()).sum().backward()
-        opt.step()
+        with Tensor.train():
+            opt.step()
     safe_save(get_state_dict(net), tmp_path / "net.safetensors")
     load_state_dict(copy, safe_load(tmp_path / "net.safetensors"))
     for name, t in get_state_dict(net).items():
         assert get_state_dict(copy)[name].numpy().tobytes() == t.numpy().tobytes(), name
     assert bf16_to_f32(np.array([0x3F80], np.uint16))[0] == 1.0
+
+
+def write_safetensors(path, header, data: bytes):
+    encoded = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
+    return path
+
+
+GOOD_ENTRY = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+
+
+@pytest.mark.parametrize("header,data,error,match", [
+    ({"w": GOOD_ENTRY}, b"\0" * 4, ValueError, r"'w' has data_offsets \[0, 8\], outside the file's 4 bytes.*truncated"),
+    ({"w": {**GOOD_ENTRY, "data_offsets": [8, 16]}}, b"\0" * 8, ValueError, "outside the file's 8 bytes"),
+    ({"w": {**GOOD_ENTRY, "data_offsets": [4, 0]}}, b"\0" * 8, ValueError, "data_offsets"),
+    (b"{not json", b"", ValueError, "header is not JSON"),
+    (b"[1, 2]", b"", ValueError, "header is a list"),
+    ({"w": {"dtype": "F32", "shape": [2]}}, b"\0" * 8, ValueError, "'w' needs a dtype, a shape.*data_offsets"),
+    ({"w": {**GOOD_ENTRY, "shape": "2"}}, b"\0" * 8, ValueError, "'w' needs"),
+    ({"w": {**GOOD_ENTRY, "dtype": "C64"}}, b"\0" * 8, TypeError, "'w' has safetensors dtype 'C64'"),
+    ({"w": {**GOOD_ENTRY, "shape": [3]}}, b"\0" * 12, ValueError, r"'w' has 8 bytes for shape \(3,\)"),
+])
+def test_safe_load_refuses_a_bad_file_when_it_opens_it_naming_file_and_tensor(tmp_path, header, data, error, match):
+    path = write_safetensors(tmp_path / "bad.safetensors", header, data)
+    for load in (safe_load, safe_load_metadata):
+        with pytest.raises(error, match=match) as info:
+            load(path)
+        assert str(path) in str(info.value)
+
+
+def test_safe_load_of_a_file_cut_inside_its_header(tmp_path):
+    path = tmp_path / "cut.safetensors"
+    path.write_bytes(struct.pack("<Q", 100) + b'{"w":')
+    with pytest.raises(ValueError, match="header length 100 is past the end"):
+        safe_load(path)
+
+
+def test_torch_load_reads_torch_save_files_without_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    saved = {"f32": base, "f64": torch.randn(3, dtype=torch.float64), "f16": torch.tensor([0.1, -0.0, 65504.0]).half(),
+             "bf16": torch.tensor([1.0, -3.140625, 1e38]).bfloat16(), "i64": torch.tensor([2 ** 40, -1]),
+             "i32": torch.tensor([-5, 7], dtype=torch.int32), "i16": torch.tensor([-300], dtype=torch.int16),
+             "i8": torch.tensor([-1], dtype=torch.int8), "u8": torch.arange(3, dtype=torch.uint8),
+             "flag": torch.tensor([True, False]), "scalar": torch.tensor(2.5), "empty": torch.zeros(0, 3),
+             "transposed": base.t(), "sliced": base[1:3, 2:5], "strided": base[:, ::2],
+             "param": torch.nn.Parameter(torch.ones(2)), "nested": [{"inner": base[3]}], "number": 7}
+    torch.save(saved, tmp_path / "all.pt")
+    loaded = torch_load(tmp_path / "all.pt")
+    assert loaded["number"] == 7 and set(loaded) == set(saved)
+    for name, value in saved.items():
+        if name in ("number", "nested"):
+            continue
+        ours, theirs = loaded[name], value.detach()
+        assert ours.shape == tuple(theirs.shape), name
+        if theirs.dtype == torch.bfloat16:
+            assert ours.bitcast(dtypes.uint16).tolist() == theirs.view(torch.int16).numpy().view(np.uint16).tolist()
+        else:
+            assert ours.numpy().tobytes() == theirs.contiguous().numpy().tobytes(), name
+    assert loaded["nested"][0]["inner"].tolist() == base[3].tolist()
+
+
+def test_torch_load_reads_a_module_state_dict_into_a_model(tmp_path):
+    torch = pytest.importorskip("torch")
+    theirs = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    torch.save(theirs.state_dict(), tmp_path / "model.pth")
+    ours = [Linear(4, 3), BatchNorm2d(3)]
+    state = torch_load(tmp_path / "model.pth")
+    assert list(state) == list(theirs.state_dict())
+    state["1.num_batches_tracked"] = state["1.num_batches_tracked"].reshape(1).cast(dtypes.int32)
+    load_state_dict(ours, state)
+    x = np.random.randn(5, 4).astype(np.float32)
+    with torch.no_grad():
+        expected = theirs.eval()(torch.from_numpy(x)).numpy()
+    assert_close(ours[1](ours[0](Tensor(x))).numpy(), expected, atol=1e-5)
+
+
+def test_torch_load_refuses_what_a_weights_file_does_not_hold(tmp_path):
+    class Sneaky:
+        def __reduce__(self):
+            return (print, ("this would have run",))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("sneaky/data.pkl", pickle.dumps({"w": Sneaky()}))
+    (tmp_path / "sneaky.pt").write_bytes(buffer.getvalue())
+    with pytest.raises(pickle.UnpicklingError, match="sneaky.pt holds a builtins.print, refused"):
+        torch_load(tmp_path / "sneaky.pt")
+    (tmp_path / "plain.pt").write_bytes(pickle.dumps({"w": 1}))
+    with pytest.raises(ValueError, match="not in torch.save's zip format"):
+        torch_load(tmp_path / "plain.pt")
+
+
+def test_zip_and_tar_extract_give_uint8_tensors_by_name(tmp_path):
+    with zipfile.ZipFile(tmp_path / "a.zip", "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("dir/x.bin", b"\x01\x02\x03")
+        archive.writestr("y.txt", b"hello")
+    files = zip_extract(tmp_path / "a.zip")
+    assert set(files) == {"dir/x.bin", "y.txt"} and files["dir/x.bin"].tolist() == [1, 2, 3]
+    assert files["y.txt"].dtype == dtypes.uint8 and bytes(files["y.txt"].tolist()) == b"hello"
+    assert zip_extract(Tensor(np.frombuffer((tmp_path / "a.zip").read_bytes(), np.uint8)))["y.txt"].shape == (5,)
+    (tmp_path / "z.bin").write_bytes(b"\x09" * 4)
+    with tarfile.open(tmp_path / "a.tar.gz", "w:gz") as archive:
+        archive.add(tmp_path / "z.bin", arcname="sub/z.bin")
+    assert {k: v.tolist() for k, v in tar_extract(tmp_path / "a.tar.gz").items()} == {"sub/z.bin": [9, 9, 9, 9]}

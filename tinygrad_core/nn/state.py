@@ -1,15 +1,23 @@
-"""Model state: find the Tensors inside any object, name them, load them back, and store them as safetensors.
+"""Model state: find the Tensors inside any object, name them, load them back, store them as safetensors, and read
+PyTorch's .pt/.pth files and zip and tar archives.
 
 Sits beside the layers: it only walks Python objects and moves bytes between files and Buffers."""
 from __future__ import annotations
+import collections
+import functools
+import io
 import json
 import os
+import pathlib
+import pickle
 import struct
+import tarfile
 import types
+import zipfile
 import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes
-from tinygrad_core.helpers import prod
+from tinygrad_core.helpers import all_int, prod
 from tinygrad_core.schedule import buffer_of, buffer_uop
 from tinygrad_core.tensor import Tensor
 
@@ -19,6 +27,11 @@ SAFETENSORS_DTYPES: dict[DType, str] = {
     dtypes.int32: "I32", dtypes.uint32: "U32", dtypes.int64: "I64", dtypes.uint64: "U64",
     dtypes.float16: "F16", dtypes.bfloat16: "BF16", dtypes.float32: "F32", dtypes.float64: "F64"}
 DTYPE_OF_CODE = {code: dt for dt, code in SAFETENSORS_DTYPES.items()}
+# the storage classes (torch.FloatStorage) by which torch.save names a tensor's element type
+TORCH_DTYPES: dict[str, DType] = {
+    "DoubleStorage": dtypes.float64, "FloatStorage": dtypes.float32, "HalfStorage": dtypes.float16,
+    "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
+    "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool}
 
 _NOT_WALKED = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
 
@@ -53,17 +66,12 @@ def _walk(obj, name: str, out: dict, entered: set):
 
 def get_parameters(obj) -> list[Tensor]:
     """The Tensors of get_state_dict(obj), each once (a tensor shared by two layers is listed once)."""
-    seen: set[int] = set()
-    params = []
-    for t in get_state_dict(obj).values():
-        if id(t) not in seen:
-            seen.add(id(t))
-            params.append(t)
-    return params
+    return list({id(t): t for t in get_state_dict(obj).values()}.values())
 
 
-def load_state_dict(model, state_dict: dict, strict: bool = True, realize: bool = True) -> None:
-    """Copy state_dict's values into model's tensors in place (so an optimizer holding them keeps working).
+def load_state_dict(model, state_dict: dict, strict: bool = True, realize: bool = True) -> list[Tensor]:
+    """Copy state_dict's values into model's tensors in place (so an optimizer holding them keeps working); returns
+    the tensors written.
 
     Shapes and dtypes must match. With strict=True every model tensor must be in state_dict and every entry of
     state_dict must name a model tensor; strict=False skips both kinds of mismatch."""
@@ -82,7 +90,9 @@ def load_state_dict(model, state_dict: dict, strict: bool = True, realize: bool 
         if name not in state_dict:
             continue
         value = state_dict[name]
-        value = value if isinstance(value, Tensor) else Tensor(np.asarray(value), device=target.device)
+        if not isinstance(value, (Tensor, np.ndarray)):
+            raise TypeError(f"load_state_dict: {name!r} is a {type(value).__name__} in the state dict, not a Tensor")
+        value = value if isinstance(value, Tensor) else Tensor(value, device=target.device)
         if value.shape != target.shape:
             raise ValueError(f"load_state_dict: {name!r} has shape {value.shape} in the state dict but "
                              f"{target.shape} in the model")
@@ -93,6 +103,7 @@ def load_state_dict(model, state_dict: dict, strict: bool = True, realize: bool 
         written.append(target)
     if realize and written:
         Tensor.realize_all(*written)
+    return written
 
 
 def _host_bytes(t: Tensor) -> np.ndarray:
@@ -130,16 +141,51 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dic
 
 
 def safe_load_metadata(path: str | os.PathLike) -> tuple[dict, int]:
-    """(header, byte offset where the data starts) of a .safetensors file."""
+    """(header, byte offset where the data starts) of a .safetensors file, every entry checked against the file's
+    size, so that a truncated or malformed file fails here, naming itself and the tensor."""
+    size = os.path.getsize(path)
     with open(path, "rb") as f:
         raw_length = f.read(8)
         if len(raw_length) != 8:
             raise ValueError(f"{path} is not a safetensors file: it is shorter than the 8-byte header length")
         (length,) = struct.unpack("<Q", raw_length)
-        if length > os.path.getsize(path) - 8:
-            raise ValueError(f"{path} is not a safetensors file: its header length {length} is past the end")
-        header = json.loads(f.read(length))
+        if length > size - 8:
+            raise ValueError(f"{path} is not a safetensors file: its header length {length} is past the end "
+                             f"({size} bytes)")
+        try:
+            header = json.loads(f.read(length))
+        except ValueError as e:         # JSONDecodeError and UnicodeDecodeError both are
+            raise ValueError(f"{path} is not a safetensors file: its header is not JSON ({e})") from None
+    if not isinstance(header, dict):      # a malformed file is a bad value (ValueError), not a bad argument type
+        raise ValueError(f"{path} is not a safetensors file: its header is a {type(header).__name__}")  # noqa: TRY004
+    for name, info in header.items():
+        if name != "__metadata__":
+            _check_entry(f"safe_load: {path}: {name!r}", info, size - 8 - length)
     return header, 8 + length
+
+
+def _check_entry(where: str, info, data_size: int):
+    shape, offsets = (info.get("shape"), info.get("data_offsets")) if isinstance(info, dict) else (None, None)
+    if not (isinstance(shape, list) and isinstance(offsets, list) and len(offsets) == 2 and all_int(shape + offsets)):
+        raise ValueError(f"{where} needs a dtype, a shape (a list of ints) and data_offsets (two ints), got {info!r}")
+    if (dtype := DTYPE_OF_CODE.get(info.get("dtype"))) is None:
+        raise TypeError(f"{where} has safetensors dtype {info.get('dtype')!r}, which tinygrad_core lacks")
+    if not 0 <= offsets[0] <= offsets[1] <= data_size:
+        raise ValueError(f"{where} has data_offsets {offsets}, outside the file's {data_size} bytes of data "
+                         f"(is it truncated?)")
+    if offsets[1] - offsets[0] != prod(shape) * dtype.itemsize:
+        raise ValueError(f"{where} has {offsets[1] - offsets[0]} bytes for shape {tuple(shape)} of {dtype}")
+
+
+def _host_tensor(host: np.ndarray, dtype: DType, shape: tuple, device: str) -> Tensor:
+    """A Tensor holding host's elements, which are already in the device's format (bfloat16 as raw bits)."""
+    if prod(shape) == 0:
+        return Tensor.zeros(*shape, dtype=dtype, device=device)
+    # copied (the file may be overwritten later), then no more: a read-only array of our own is what a host-memory
+    # device may borrow
+    host = np.array(host)
+    host.flags.writeable = False
+    return Tensor(buffer_uop(Buffer.from_host(device, host, dtype)).reshape(shape))
 
 
 def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
@@ -149,23 +195,74 @@ def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, T
     data = np.memmap(path, dtype=np.uint8, mode="r") if os.path.getsize(path) > start else np.zeros(0, np.uint8)
     out = {}
     for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if info["dtype"] not in DTYPE_OF_CODE:
-            raise TypeError(f"safe_load: {name!r} has safetensors dtype {info['dtype']}, which tinygrad_core lacks")
-        dtype, shape = DTYPE_OF_CODE[info["dtype"]], tuple(info["shape"])
-        begin, end = info["data_offsets"]
-        if end - begin != prod(shape) * dtype.itemsize:
-            raise ValueError(f"safe_load: {name!r} has {end - begin} bytes for shape {shape} of {dtype}")
-        if prod(shape) == 0:
-            out[name] = Tensor.zeros(*shape, dtype=dtype, device=device)
-            continue
-        # copied out of the file (which may be overwritten later), then no more: a read-only array of our own is
-        # what a host-memory device may borrow. The bytes are already in the device's format (bfloat16 included).
-        host = np.array(data[start + begin:start + end]).view(dtype.np.newbyteorder("<"))
-        host.flags.writeable = False
-        out[name] = Tensor(buffer_uop(Buffer.from_host(device, host, dtype)).reshape(shape))
+        if name != "__metadata__":
+            dtype, (begin, end) = DTYPE_OF_CODE[info["dtype"]], info["data_offsets"]
+            host = data[start + begin:start + end].view(dtype.np.newbyteorder("<"))
+            out[name] = _host_tensor(host, dtype, tuple(info["shape"]), device)
     return out
 
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata"]
+def _file_bytes(fn: Tensor | str | os.PathLike) -> bytes:
+    return fn.numpy().tobytes() if isinstance(fn, Tensor) else pathlib.Path(fn).read_bytes()
+
+
+def zip_extract(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
+    """Every file in a zip archive (a path, or a uint8 Tensor of its bytes) as a 1-d uint8 Tensor, by name."""
+    with zipfile.ZipFile(io.BytesIO(_file_bytes(fn))) as archive:
+        return {name: Tensor(np.frombuffer(archive.read(name), np.uint8)) for name in archive.namelist()
+                if not name.endswith("/")}
+
+
+def tar_extract(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
+    """Every regular file in a tar archive (optionally compressed; a path or a uint8 Tensor) as a uint8 Tensor."""
+    with tarfile.open(fileobj=io.BytesIO(_file_bytes(fn))) as archive:
+        return {m.name: Tensor(np.frombuffer(archive.extractfile(m).read(), np.uint8)) for m in archive if m.isfile()}
+
+
+def torch_load(fn: Tensor | str | os.PathLike, device: str | None = None):
+    """What torch.save wrote (the zip format of PyTorch 1.6 and later), read without torch: each tensor becomes a
+    Tensor on device, the dicts and lists around them stay. As torch.load(weights_only=True) does, only what a file
+    of weights holds is unpickled; any other class is refused by name, since unpickling it could run code."""
+    raw, device = _file_bytes(fn), Device.canonicalize(device)
+    if not zipfile.is_zipfile(io.BytesIO(raw)):
+        raise ValueError(f"torch_load: {fn} is not in torch.save's zip format (PyTorch >= 1.6): load it with torch and "
+                         f"save it again with a newer torch.save")
+    archive = zipfile.ZipFile(io.BytesIO(raw))
+    if not (pickles := [n for n in archive.namelist() if n.endswith("data.pkl")]):
+        raise ValueError(f"torch_load: {fn} is a zip file but not one torch.save wrote: it has no data.pkl")
+    prefix = pickles[0][:-len("data.pkl")]
+
+    @functools.cache           # views of one tensor share its storage
+    def storage(pid: tuple) -> tuple[np.ndarray, DType]:
+        _, dtype, key, *_ = pid          # ("storage", element type, file name, device, element count)
+        return np.frombuffer(archive.read(f"{prefix}data/{key}"), dtype.np.newbyteorder("<")), dtype
+
+    def rebuild(stored: tuple[np.ndarray, DType], offset: int, size, stride, *_) -> Tensor:
+        flat, dtype = stored
+        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+        if prod(size) and (offset < 0 or min(stride, default=0) < 0 or last >= len(flat)):
+            raise ValueError(f"torch_load: {fn}: a tensor {tuple(size)} at {offset} is past its {len(flat)} elements")
+        view = np.lib.stride_tricks.as_strided(flat[offset:], size, [s * flat.itemsize for s in stride])
+        return _host_tensor(view, dtype, tuple(size), device)
+
+    allowed = {("collections", "OrderedDict"): collections.OrderedDict, ("torch._utils", "_rebuild_tensor"): rebuild,
+               ("torch._utils", "_rebuild_tensor_v2"): rebuild,
+               ("torch._utils", "_rebuild_parameter"): lambda data, *_: data,
+               **{("torch", name): dt for name, dt in TORCH_DTYPES.items()}}
+
+    class WeightsUnpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str):
+            if (module, name) not in allowed:
+                raise pickle.UnpicklingError(f"torch_load: {fn} holds a {module}.{name}, refused as unpickling it "
+                                             f"could run code; if you trust the file, torch.load() reads it")
+            return allowed[(module, name)]
+
+        def persistent_load(self, pid):
+            return storage(tuple(pid))
+    return WeightsUnpickler(io.BytesIO(archive.read(pickles[0]))).load()
+
+
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
+           "torch_load", "zip_extract", "tar_extract"]
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
+           "torch_load", "zip_extract", "tar_extract"]
