@@ -115,20 +115,49 @@ def test_batches_shuffle_cover_everything_and_drop_last():
         Batches(X, Y[:5], 4)
 
 
-def test_download_writes_atomically(tmp_path, monkeypatch):
-    class FakeResponse:
-        def __init__(self):
-            self.chunks = [b"abc", b""]
+def write_fake_idx(folder, seed: int, n_train=3, n_test=2):
+    """The four MNIST files, gzipped IDX as the mirrors serve them, holding small random images and labels."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for name, n in zip(datasets.MNIST_FILES, (n_train, n_train, n_test, n_test)):
+        shape = (n, 28, 28) if "images" in name else (n,)
+        arrays[name] = rng.integers(0, 256 if "images" in name else 10, shape, dtype=np.uint8)
+        header = bytes([0, 0, 0x08, len(shape)]) + b"".join(s.to_bytes(4, "big") for s in shape)
+        with gzip.open(folder / name, "wb") as f:
+            f.write(header + arrays[name].tobytes())
+    return arrays
 
-        def read(self, n):
-            return self.chunks.pop(0)
 
-        def __enter__(self):
-            return self
+@pytest.mark.parametrize("fashion", [False, True])
+def test_mnist_like_tinygrad_reads_mnist_or_fashion_mnist_from_its_folder(tmp_path, fashion):
+    digits, clothes = write_fake_idx(tmp_path / "mnist", 0), write_fake_idx(tmp_path / "fashion-mnist", 1)
+    expected = clothes if fashion else digits
+    X_train, Y_train, X_test, Y_test = mnist(None, fashion, path=tmp_path, download=False)
+    assert X_train.shape == (3, 1, 28, 28) and X_test.shape == (2, 1, 28, 28) and X_train.dtype == Y_test.dtype
+    np.testing.assert_array_equal(X_train.numpy()[:, 0], expected["train-images-idx3-ubyte.gz"])
+    assert Y_train.tolist() == expected["train-labels-idx1-ubyte.gz"].tolist()
+    assert Y_test.tolist() == expected["t10k-labels-idx1-ubyte.gz"].tolist()
 
-        def __exit__(self, *exc):
-            return False
-    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: FakeResponse())
-    datasets._download("http://example.invalid/file", tmp_path / "sub" / "file")
-    assert (tmp_path / "sub" / "file").read_bytes() == b"abc"
-    assert not (tmp_path / "sub" / "file.part").exists()
+
+def test_missing_fashion_mnist_names_its_own_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="fashion-mnist"):
+        mnist(fashion=True, path=tmp_path, download=False)
+
+
+def test_mnist_downloads_from_the_fashion_mirror_into_its_folder(tmp_path, monkeypatch):
+    source = tmp_path / "server"
+    write_fake_idx(source, 2)
+    monkeypatch.setattr(datasets, "FASHION_MNIST_MIRRORS", (source.as_uri() + "/",))
+    X_train, *_ = datasets.load_mnist(tmp_path / "data", fashion=True)
+    assert X_train.shape == (3, 1, 28, 28)
+    assert (tmp_path / "data" / "fashion-mnist" / "t10k-labels-idx1-ubyte.gz").is_file()
+
+
+def test_cifar_like_tinygrad_gives_uint8_tensors(tmp_path):
+    folder = write_fake_cifar(tmp_path)
+    X_train, Y_train, _, Y_test = datasets.cifar(path=tmp_path, download=False)
+    assert X_train.shape == (20, 3, 32, 32) and Y_test.shape == (4,)
+    assert X_train.dtype == Y_train.dtype == Y_test.dtype == Tensor([1], dtype="uint8").dtype
+    with open(folder / "test_batch", "rb") as f:
+        assert Y_test.tolist() == pickle.load(f, encoding="bytes")[b"labels"]

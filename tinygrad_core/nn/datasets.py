@@ -1,4 +1,4 @@
-"""Datasets for the examples: MNIST (IDX files) and CIFAR-10 (python pickle batches), and a batch iterator.
+"""Datasets for the examples: MNIST and Fashion-MNIST (IDX files), CIFAR-10 (python pickle batches), a batch iterator.
 
 Data is read and augmented on the host with numpy; only finished batches become Tensors."""
 from __future__ import annotations
@@ -7,14 +7,16 @@ import os
 import pathlib
 import pickle
 import tarfile
-import urllib.request
 from typing import Callable, Iterator
 import numpy as np
+from tinygrad_core.helpers import fetch
 from tinygrad_core.tensor import Tensor
 
 MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                "t10k-labels-idx1-ubyte.gz")
-MNIST_MIRRORS = ("https://storage.googleapis.com/cvdf-datasets/mnist/", "https://ossci-datasets.s3.amazonaws.com/mnist/")
+MNIST_MIRRORS = ("https://storage.googleapis.com/cvdf-datasets/mnist/",
+                 "https://ossci-datasets.s3.amazonaws.com/mnist/")
+FASHION_MNIST_MIRRORS = ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",)
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR10_DIR = "cifar-10-batches-py"
 
@@ -32,16 +34,7 @@ def data_dir(path: str | os.PathLike | None = None) -> pathlib.Path:
     return pathlib.Path.home() / ".cache" / "tinygrad_core" / "datasets"
 
 
-def _download(url: str, dest: pathlib.Path):
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    partial = dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as f:
-        while chunk := response.read(1 << 20):
-            f.write(chunk)
-    partial.replace(dest)
-
-
-def _fetch_mnist_file(folder: pathlib.Path, name: str, download: bool) -> pathlib.Path:
+def _fetch_mnist_file(folder: pathlib.Path, name: str, download: bool, mirrors=MNIST_MIRRORS) -> pathlib.Path:
     path = folder / name
     if path.exists():
         return path
@@ -49,15 +42,14 @@ def _fetch_mnist_file(folder: pathlib.Path, name: str, download: bool) -> pathli
         raise FileNotFoundError(f"MNIST file {path} is missing; call with download=True or put the four files "
                                 f"{', '.join(MNIST_FILES)} in {folder}")
     errors = []
-    for mirror in MNIST_MIRRORS:
+    for mirror in mirrors:
         try:
-            _download(mirror + name, path)
-            return path
+            return fetch(mirror + name, path)
         except OSError as e:     # URLError and HTTPError are OSErrors
             errors.append(f"{mirror}: {e}")
     raise FileNotFoundError(f"MNIST file {name} is not in {folder} and could not be downloaded ({'; '.join(errors)}). "
                             f"Copy the four files {', '.join(MNIST_FILES)} into {folder}, or point TINYGRAD_DATA at "
-                            f"a folder whose mnist/ subfolder holds them")
+                            f"a folder whose {folder.name}/ subfolder holds them")
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
@@ -78,17 +70,22 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     return data.reshape(shape).astype(np.dtype(types[raw[2]]).newbyteorder("="))
 
 
-def load_mnist(path: str | os.PathLike | None = None, download: bool = True):
+def load_mnist(path: str | os.PathLike | None = None, download: bool = True, fashion: bool = False):
     """(X_train uint8 (60000, 1, 28, 28), Y_train uint8 (60000,), X_test (10000, 1, 28, 28), Y_test (10000,)) as
-    numpy arrays, read from <data_dir>/mnist (downloaded there when missing and download=True)."""
-    folder = data_dir(path) / "mnist"
-    X_train, Y_train, X_test, Y_test = (read_idx(_fetch_mnist_file(folder, name, download)) for name in MNIST_FILES)
+    numpy arrays, read from <data_dir>/mnist, or <data_dir>/fashion-mnist for Fashion-MNIST (the same four file names),
+    downloaded there when missing and download=True."""
+    folder, mirrors = (data_dir(path) / "fashion-mnist", FASHION_MNIST_MIRRORS) if fashion else \
+        (data_dir(path) / "mnist", MNIST_MIRRORS)
+    X_train, Y_train, X_test, Y_test = (read_idx(_fetch_mnist_file(folder, name, download, mirrors))
+                                        for name in MNIST_FILES)
     return X_train.reshape(-1, 1, 28, 28), Y_train, X_test.reshape(-1, 1, 28, 28), Y_test
 
 
-def mnist(path: str | os.PathLike | None = None, download: bool = True, device: str | None = None):
-    """MNIST as uint8 Tensors, as tinygrad's nn.datasets.mnist returns it: X_train, Y_train, X_test, Y_test."""
-    return tuple(Tensor(a, device=device) for a in load_mnist(path, download))
+def mnist(device: str | None = None, fashion: bool = False, path: str | os.PathLike | None = None,
+          download: bool = True):
+    """MNIST (or Fashion-MNIST) as uint8 Tensors, as tinygrad's nn.datasets.mnist returns it: X_train, Y_train,
+    X_test, Y_test."""
+    return tuple(Tensor(a, device=device) for a in load_mnist(path, download, fashion))
 
 
 def load_cifar10(path: str | os.PathLike | None = None, download: bool = False):
@@ -101,9 +98,8 @@ def load_cifar10(path: str | os.PathLike | None = None, download: bool = False):
                 f"CIFAR-10 is not in {folder}. Get it with: download {CIFAR10_URL} (170 MB) and unpack it in "
                 f"{folder.parent} (tar xzf cifar-10-python.tar.gz), or call with download=True (--download in the "
                 f"examples), or set TINYGRAD_DATA to a folder that holds {CIFAR10_DIR}/")
-        archive = folder.parent / "cifar-10-python.tar.gz"
         try:
-            _download(CIFAR10_URL, archive)
+            archive = fetch(CIFAR10_URL, folder.parent / "cifar-10-python.tar.gz")
         except OSError as e:
             raise FileNotFoundError(f"could not download CIFAR-10 from {CIFAR10_URL} ({e}); download it by hand and "
                                     f"unpack it in {folder.parent}") from e
@@ -123,6 +119,12 @@ def load_cifar10(path: str | os.PathLike | None = None, download: bool = False):
 def cifar10(path: str | os.PathLike | None = None, download: bool = False, device: str | None = None):
     """CIFAR-10 as Tensors (X uint8, Y int64): X_train, Y_train, X_test, Y_test."""
     return tuple(Tensor(a, device=device) for a in load_cifar10(path, download))
+
+
+def cifar(device: str | None = None, path: str | os.PathLike | None = None, download: bool = True):
+    """CIFAR-10 as tinygrad's nn.datasets.cifar returns it: X_train uint8 (50000, 3, 32, 32), Y_train uint8,
+    X_test, Y_test (downloaded when missing, unless download=False)."""
+    return tuple(Tensor(a.astype(np.uint8), device=device) for a in load_cifar10(path, download))
 
 
 # ---- augmentation on numpy batches of shape (N, C, H, W) ----
@@ -185,5 +187,6 @@ class Batches:
             yield Tensor(x, device=self.device), Tensor(y, device=self.device)
 
 
-__all__ = ["data_dir", "read_idx", "load_mnist", "mnist", "load_cifar10", "cifar10", "random_crop", "random_flip",
+__all__ = ["data_dir", "read_idx", "load_mnist", "mnist", "load_cifar10", "cifar10", "cifar", "random_crop",
+           "random_flip",
            "Batches"]
