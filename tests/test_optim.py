@@ -1,31 +1,115 @@
-"""Optimizers against updates computed by hand in numpy, and the learning-rate schedules."""
+"""Optimizers against updates computed by hand in numpy and against tinygrad 0.14's own optimizers, the training-mode
+rule for step(), OptimizerGroup, and the learning-rate schedules."""
 import math
 import numpy as np
 import pytest
-from tinygrad_core import Tensor
+from tinygrad_core import Context, Tensor
 from tinygrad_core.nn import Linear, BatchNorm2d
-from tinygrad_core.nn.optim import SGD, Adam, AdamW, LAMB, StepLR, CosineAnnealingLR, step_lr, cosine_lr
+from tinygrad_core.nn.optim import (SGD, LARS, Muon, Adam, AdamW, LAMB, OptimizerGroup, StepLR, CosineAnnealingLR,
+                                    step_lr, cosine_lr)
 from tinygrad_core.nn.state import get_parameters
 from helpers import assert_close
 
 STEPS = 3
 
 
-def run_quadratic(make_optimizer, steps=STEPS):
-    """Minimise sum(target * w^2 / 2) + sum(w * x): grad = target * w + x, easy to write in numpy."""
-    w0 = np.array([[1.0, -2.0, 0.5], [0.3, 0.0, -1.5]], dtype=np.float32)
-    target = np.array([[1.0, 2.0, 0.5], [3.0, 1.0, 0.25]], dtype=np.float32)
-    x = np.array([[0.1, -0.2, 0.3], [0.0, 0.5, -0.4]], dtype=np.float32)
-    w = Tensor(w0.copy())
+@pytest.fixture(autouse=True)
+def training_mode():
+    """Optimizers step only in training mode, as tinygrad's do."""
+    with Tensor.train():
+        yield
+
+
+W0 = np.array([[1.0, -2.0, 0.5], [0.3, 0.0, -1.5]], dtype=np.float32)
+TARGET = np.array([[1.0, 2.0, 0.5], [3.0, 1.0, 0.25]], dtype=np.float32)
+X = np.array([[0.1, -0.2, 0.3], [0.0, 0.5, -0.4]], dtype=np.float32)
+
+
+def run_quadratic(make_optimizer, steps=STEPS, tensor=Tensor, **tensor_kwargs):
+    """Minimise sum(target * w^2 / 2) + sum(w * x): grad = target * w + x, easy to write in numpy. tensor may be
+    tinygrad's Tensor class, to run its optimizers on the same problem."""
+    w = tensor(W0.copy(), **tensor_kwargs)
     opt = make_optimizer([w])
     history = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = (Tensor(target) * w * w / 2).sum() + (w * Tensor(x)).sum()
+        loss = (tensor(TARGET, **tensor_kwargs) * w * w / 2).sum() + (w * tensor(X, **tensor_kwargs)).sum()
         loss.backward()
         opt.step()
         history.append(w.numpy().copy())
-    return history, (w0.astype(np.float64), target.astype(np.float64), x.astype(np.float64))
+    return history, (W0.astype(np.float64), TARGET.astype(np.float64), X.astype(np.float64))
+
+
+def tinygrad_quadratic(name: str, steps=STEPS, **kwargs):
+    """tinygrad 0.14's optimizer `name` on the same problem, on its PYTHON device (no compiler needed)."""
+    tinygrad = pytest.importorskip("tinygrad")
+    from tinygrad.nn import optim as tinygrad_optim
+    with tinygrad.Context(DEV="PYTHON", TRAINING=1):
+        history, _ = run_quadratic(lambda p: getattr(tinygrad_optim, name)(p, **kwargs), steps, tinygrad.Tensor,
+                                   device="PYTHON")
+    return history
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.1, "classic": True}),
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "classic": True}),
+    ("SGD", {"lr": 0.1, "momentum": 0.5, "nesterov": True, "weight_decay": 0.05}),
+    ("LARS", {"lr": 0.1}),
+    ("LARS", {"lr": 0.1, "momentum": 0.8, "weight_decay": 0.01, "tcoef": 0.02, "classic": False, "nesterov": True}),
+    ("Muon", {"lr": 0.05}),
+    ("Muon", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.0, "ns_steps": 3, "nesterov": False}),
+    ("LAMB", {"lr": 0.01, "weight_decay": 0.1}),
+    ("Adam", {"lr": 0.01, "b1": 0.8}),
+    ("AdamW", {"lr": 0.01, "weight_decay": 0.1}),
+])
+def test_optimizers_match_tinygrad(name, kwargs):
+    ours, _ = run_quadratic(lambda p: globals()[name](p, **kwargs))
+    theirs = tinygrad_quadratic(name, **kwargs)
+    assert not np.allclose(theirs[-1], W0)
+    for a, b in zip(ours, theirs):
+        assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_muon_orthogonalises_the_step():
+    # lr=1 and no decay: the first step is the Newton-Schulz image of the gradient, whose singular values are ~1
+    w0 = np.random.randn(4, 6).astype(np.float32)
+    w = Tensor(w0.copy())
+    opt = Muon([w], lr=1.0, weight_decay=0.0, momentum=0.0, nesterov=False)
+    (w * Tensor(np.random.randn(4, 6).astype(np.float32))).sum().backward()
+    opt.step()
+    singular_values = np.linalg.svd(w0 - w.numpy(), compute_uv=False)
+    assert np.all((singular_values > 0.6) & (singular_values < 1.3)), singular_values
+
+
+def test_step_needs_training_mode_as_in_tinygrad():
+    w = Tensor([1.0, 2.0])
+    opt = SGD([w], lr=0.5)
+    (w * w).sum().backward()
+    with Tensor.train(False), pytest.raises(RuntimeError, match="training mode.*Context\\(TRAINING=1\\)"):
+        opt.step()
+    assert w.numpy().tolist() == [1.0, 2.0]
+    with Tensor.train(False), Context(TRAINING=1):
+        opt.step()
+    assert w.numpy().tolist() == [0.0, 0.0]
+
+
+def test_optimizer_group_steps_every_member_in_one_schedule():
+    a, b = Tensor([1.0, 2.0]), Tensor([[3.0, 4.0]])
+    group = OptimizerGroup(SGD([a], lr=0.5), Adam([b], lr=0.1))
+    assert group[1].params == [b] and group.params == [a, b]
+    (a * a).sum().add((b * 2).sum()).backward()
+    group.step()
+    assert_close(a.numpy(), [0.0, 0.0])
+    assert_close(b.numpy(), [[2.9, 3.9]], atol=1e-6)
+    group.zero_grad()
+    assert a.grad is None and b.grad is None
+
+
+def test_bad_hyperparameters_are_refused():
+    with pytest.raises(ValueError, match="learning rate.*-0.1"):
+        SGD([Tensor([1.0])], lr=-0.1)
+    with pytest.raises(ValueError, match="momentum=-1"):
+        LARS([Tensor([1.0])], momentum=-1)
 
 
 def numpy_steps(update, init, steps=STEPS):

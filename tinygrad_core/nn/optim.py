@@ -1,10 +1,12 @@
-"""Optimizers (SGD, Adam, AdamW, LAMB) and learning-rate schedules.
+"""Optimizers (SGD, LARS, Muon, Adam, AdamW, LAMB, OptimizerGroup) and learning-rate schedules.
 
 A step writes every parameter in place with assign() and realizes parameters and optimizer state in one
-Tensor.realize_all, so the whole update is one schedule (and a TinyJit around a training step captures it)."""
+Tensor.realize_all, so the whole update is one schedule (and a TinyJit around a training step captures it). As in
+tinygrad, a step is refused outside training mode (Tensor.train(), Context(TRAINING=1) or Tensor.training = True)."""
 from __future__ import annotations
 import math
 import numpy as np
+from tinygrad_core.helpers import flatten
 from tinygrad_core.tensor import Tensor
 
 
@@ -13,6 +15,8 @@ class Optimizer:
     in tinygrad); ones with requires_grad=False (BatchNorm's running statistics) are realized with each step."""
 
     def __init__(self, params: list[Tensor], lr: float):
+        if lr < 0:
+            raise ValueError(f"the learning rate must be >= 0, got {lr}")
         unique = list({id(p): p for p in params}.values())
         for p in unique:
             if p.requires_grad is None:
@@ -50,6 +54,8 @@ class Optimizer:
         """Assign the updates without running them; returns the tensors to realize. Realize them together with
         the loss (Tensor.realize_all(loss, *opt.schedule_step())) to run forward, backward and update as one
         schedule: every kernel that reads a parameter runs before the kernel that overwrites it."""
+        if not Tensor.training:
+            raise RuntimeError("optimizers step only in training mode: step inside `with Context(TRAINING=1):`")
         self._update([(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None])
         return [*self.params, *self.buffers, *self.state]
 
@@ -64,27 +70,89 @@ class Optimizer:
         self.lr.assign(Tensor(float(lr), device=self.device, dtype=self.lr.dtype)).realize()
 
 
-class SGD(Optimizer):
-    """PyTorch's SGD: g = grad + weight_decay * p; with momentum, b = momentum * b + g and g = b (or, nesterov,
-    g = g + momentum * b); then p -= lr * g."""
+class OptimizerGroup(Optimizer):
+    """Several optimizers stepped as one (say Muon for the matrices and AdamW for the rest): one schedule_step."""
 
-    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False):
+    def __init__(self, *optimizers: Optimizer):     # no Optimizer.__init__: the members hold parameters and lr
+        self.optimizers = optimizers
+        self.params, self.buffers = flatten(o.params for o in optimizers), flatten(o.buffers for o in optimizers)
+
+    def __getitem__(self, i: int) -> Optimizer:
+        return self.optimizers[i]
+
+    def schedule_step(self) -> list[Tensor]:
+        return [t for o in self.optimizers for t in o.schedule_step()]
+
+
+class LARS(Optimizer):
+    """LARS (layer-wise adaptive rate scaling), tinygrad's one momentum optimizer: SGD and Muon are settings of it.
+
+    ratio = tcoef * |p| / (|g| + weight_decay * |p|) (1 where a norm is 0; 1 when tcoef=0). With pre_wd,
+    g += weight_decay * p first. classic momentum scales g by lr * ratio before the momentum b = momentum * b + g,
+    the other kind after it; nesterov uses g + momentum * b instead of b. ns_coefficients orthogonalise the step
+    (Muon), and without pre_wd the decay lr * weight_decay * p is added at the end. Then p -= g."""
+
+    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
+                 ns_steps: int = 0, ns_coefficients: tuple[float, ...] | None = None, nesterov: bool = False,
+                 classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001):
         super().__init__(params, lr)
-        if nesterov and momentum <= 0:
-            raise ValueError("nesterov=True needs a momentum > 0")
+        if momentum < 0 or (nesterov and momentum == 0):
+            raise ValueError(f"momentum must be >= 0 (> 0 with nesterov), got momentum={momentum}, nesterov={nesterov}")
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
-        self.buffers_momentum = [self._new_state(p) for p in self.params] if momentum else []
+        self.ns_steps, self.ns_coefficients, self.classic, self.pre_wd, self.tcoef = ns_steps, ns_coefficients, \
+            classic, pre_wd, tcoef
+        self.b = [self._new_state(p) for p in self.params] if momentum else []
         self._realize_state()
 
     def _update(self, with_grad):
         for i, p, g in with_grad:
-            if self.weight_decay:
+            p_norm, g_norm = p.square().sum().sqrt(), g.square().sum().sqrt()     # lazy: never run when tcoef=0
+            ratio = ((p_norm > 0) & (g_norm > 0)).where(self.tcoef * p_norm / (g_norm + self.weight_decay * p_norm),
+                                                        1.0) if self.tcoef else 1.0
+            if self.pre_wd and self.weight_decay:
                 g = g + self.weight_decay * p
+            if self.classic:
+                g = g * ratio * self.lr
             if self.momentum:
-                b = self.buffers_momentum[i].assign(self.momentum * self.buffers_momentum[i] + g)
+                b = self.b[i].assign(self.momentum * self.b[i] + g)
                 g = g + self.momentum * b if self.nesterov else b
-            p.assign(p - self.lr * g)
+            if self.ns_coefficients:
+                g = _newton_schulz(g.reshape(g.shape[0], -1), self.ns_steps, self.ns_coefficients).reshape(g.shape)
+            if not self.classic:
+                g = g * ratio * self.lr
+            if not self.pre_wd and self.weight_decay:
+                g = g + self.weight_decay * self.lr * p
+            p.assign(p - g.cast(p.dtype))
+
+
+def _newton_schulz(g: Tensor, steps: int, coefficients: tuple[float, ...], eps: float = 1e-7) -> Tensor:
+    """Muon's orthogonalisation of a matrix: g / |g|, then `steps` times g = sum_k coefficients[k] (g g^T)^k g."""
+    if g.shape[0] > g.shape[1]:      # work on the wide side, where g g^T is the smaller square
+        return _newton_schulz(g.T, steps, coefficients, eps).T
+    g = g / (g.square().sum().sqrt() + eps)
+    for _ in range(steps):
+        gram, term, total = g @ g.T, g, coefficients[0] * g
+        for c in coefficients[1:]:
+            term = gram @ term
+            total = total + c * term
+        g = total
+    return g
+
+
+def SGD(params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
+        nesterov: bool = False, classic: bool = False) -> LARS:
+    """PyTorch's SGD: g = grad + weight_decay * p; with momentum, b = momentum * b + g and g = b (or, nesterov,
+    g = g + momentum * b); then p -= lr * g. classic=True accumulates lr * g in b instead (the same unless lr
+    changes)."""
+    return LARS(params, lr, momentum, weight_decay, nesterov=nesterov, classic=classic, pre_wd=True, tcoef=0.0)
+
+
+def Muon(params: list[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
+         ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True) -> LARS:
+    """Muon (https://kellerjordan.github.io/posts/muon/): nesterov momentum, the step orthogonalised by
+    newton_schulz (tensors of more than 2 dims as (shape[0], -1) matrices), then decoupled weight decay."""
+    return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False,
+                tcoef=0.0)
 
 
 class LAMB(Optimizer):
@@ -179,4 +247,5 @@ class CosineAnnealingLR:
         self.optimizer.set_lr(cosine_lr(self.base_lr, self.count, self.T_max, self.eta_min, self.warmup_steps))
 
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LAMB", "step_lr", "cosine_lr", "StepLR", "CosineAnnealingLR"]
+__all__ = ["Optimizer", "OptimizerGroup", "LARS", "SGD", "Muon", "Adam", "AdamW", "LAMB", "step_lr", "cosine_lr",
+           "StepLR", "CosineAnnealingLR"]
