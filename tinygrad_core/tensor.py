@@ -605,31 +605,27 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def argmin(self, axis=None, keepdim=False) -> Tensor:
         return self._arg_extreme(axis, keepdim, False)
 
-    def _shift_of(self, axis) -> Tensor:
-        """The row maximum to subtract before exp (a constant to autograd); an infinite one is replaced by 0, where
-        x - max would be inf - inf."""
-        m = self._float().max(axis, keepdim=True).detach()
-        return m.isinf().where(0.0, m)
-
     def logsumexp(self, axis=None, keepdim=False) -> Tensor:
         x = self._float()
         if x.numel() == 0:
             return x.sum(axis, keepdim).log()          # (over an empty axis: log 0 = -inf)
-        m = x._shift_of(axis)
-        return (x - m).exp().sum(axis, keepdim=True).log().add(m).reshape(x.sum(axis, keepdim).shape)
+        m = x.max(axis, keepdim=True).detach()
+        # where x is the (infinite) maximum itself, x - m would be inf - inf: its term is e^0 = 1
+        shifted = (x == m).where(0.0, x - m)
+        return shifted.exp().sum(axis, keepdim=True).log().add(m).reshape(x.sum(axis, keepdim).shape)
 
     def softmax(self, axis=-1) -> Tensor:
         if self.numel() == 0:          # nothing to normalise (the axis is still checked)
             self._axis(axis)
             return self._float()
-        e = (self._float() - self._shift_of(axis)).exp()
+        e = (self._float() - self.max(axis, keepdim=True).detach()).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis=-1) -> Tensor:
         if self.numel() == 0:          # nothing to normalise (the axis is still checked)
             self._axis(axis)
             return self._float()
-        shifted = self._float() - self._shift_of(axis)
+        shifted = self._float() - self.max(axis, keepdim=True).detach()
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
     def softmin(self, axis=-1) -> Tensor:
