@@ -1,7 +1,10 @@
 """Indexing against numpy: ints, slices (negative steps too), None, Ellipsis, integer tensors, their mixes and
 gradients; and writing: t[...] = v, assign, in-place operators."""
+import itertools
+
 import numpy as np
 import pytest
+import torch
 from helpers import assert_close, check, rand_array
 
 from tinygrad_core import Tensor, dtypes
@@ -99,7 +102,7 @@ def test_index_errors():
         x[0, 0, 0]
     with pytest.raises(IndexError, match="ellipsis"):
         x[..., ...]
-    with pytest.raises(TypeError, match="float"):
+    with pytest.raises(IndexError, match="float"):     # as torch
         x[1.5]
 
 
@@ -210,3 +213,103 @@ def test_graph_built_before_a_realized_assign_keeps_the_old_value():
     t.assign(Tensor([5.0, 5.0])).realize()
     assert before.numpy().tolist() == [10.0, 20.0]
     assert (t * 10).numpy().tolist() == [50.0, 50.0]
+
+
+# ---- where index tensors put their dims (torch's rule, which numpy shares unless an int sits among them) ----
+I22 = np.array([[0, 1], [1, 0]])
+LAYOUT_ITEMS = {":": slice(None), "1:": slice(1, None), "::2": slice(None, None, 2), "1": 1, "-1": -1, "I": I22,
+                "J": np.array([1, 0]), "None": None, "L": [0, -1], "...": Ellipsis}
+
+
+def _layout_cases():
+    rng = np.random.default_rng(0)
+    combos = [c for n in (1, 2) for c in itertools.product(LAYOUT_ITEMS, repeat=n)]
+    combos += [tuple(rng.choice(list(LAYOUT_ITEMS), n)) for n in (3, 4) for _ in range(60)]
+    return [c for c in combos if c.count("...") < 2 and sum(k not in ("None", "...") for k in c) <= 4]
+
+
+def test_index_tensor_layout_matches_torch_and_numpy():
+    x = np.arange(2 * 3 * 4 * 3, dtype=np.float32).reshape(2, 3, 4, 3)
+    for combo in _layout_cases():
+        index = tuple(LAYOUT_ITEMS[c] for c in combo)
+        expected = torch.tensor(x)[tuple(torch.tensor(i) if isinstance(i, np.ndarray) else i for i in index)].numpy()
+        got = Tensor(x)[tuple(Tensor(i) if isinstance(i, np.ndarray) else i for i in index)].numpy()
+        assert_close(got, expected, what=str(combo))
+        if not ({"1", "-1"} & set(combo) and {"I", "J", "L"} & set(combo)):   # numpy counts ints as index arrays
+            assert_close(got, x[index], what=f"{combo} against numpy")
+
+
+def test_index_tensors_around_an_int_and_none_stay_in_place():
+    i = np.array([[0, 1], [1, 0]])
+    x = rand_array((2, 5, 6, 5, 3, 4))
+    out = Tensor(x)[None, Tensor(i), 2, Tensor(i), None]
+    assert out.shape == (1, 2, 2, 1, 5, 3, 4)
+    assert_close(out.numpy(), x[None, i, 2, i, None])
+    assert Tensor(x)[Tensor(i), None, Tensor(i)].shape == x[i, None, i].shape == (2, 2, 1, 6, 5, 3, 4)
+    check(lambda t: t[:, Tensor(I0[:2]), None, 1:, Tensor(I0[:2])], lambda a: a[:, I0[:2], None, 1:, I0[:2]],
+          shapes=[(2, 3, 4, 3)])
+
+
+def test_nested_lists_and_tuples_index_as_torch():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor(x)
+    assert_close(t[:, [[0, 2], [-1, 1]]].numpy(), x[:, [[0, 2], [-1, 1]]])      # a list of lists is one 2-D index
+    assert_close(t[[[0, 1], [2, 0]]].numpy(), x[[0, 1], [2, 0]])                # a top-level list of lists: a tuple
+    assert_close(t[[(1, 0), (2, 0)]].numpy(), x[(1, 0), (2, 0)])
+    assert_close(t[(1, 0), ].numpy(), x[[1, 0]])                                # a tuple inside the tuple: a list
+    assert_close(t[1, [[-1]], ((0, 3),)].numpy(), x[1, [[-1]], [[0, 3]]])
+    assert t[[]].shape == (0, 3, 4)
+    assert_close(t[Tensor([-1, -2]), 0].numpy(), x[[-1, -2], 0])
+
+
+def test_bad_indices_raise_index_error():
+    t = Tensor.ones(3, 4)
+    for index, match in [((0, [4]), "index 4 is out of bounds for dimension 1 with size 4"),
+                         ([-4], "index -4 is out of bounds for dimension 0 with size 3"), (5, "index 5"),
+                         ([1.0], "float"), ((0, [1.5, 2]), "ints, not float"), (1.5, "float"),
+                         ((slice(None), [True, False]), "ints, not bool"), (Tensor([0.0, 1.0]), "integer tensors"),
+                         ((Tensor([0, 1]), Tensor([0, 1, 2])), r"\(2,\) and \(3,\)")]:
+        with pytest.raises(IndexError, match=match):
+            t[index]
+
+
+# ---- writing with index tensors, steps, and values that must fit ----
+SETITEM_CASES = [
+    ("tensor_rows", lambda T: (T(np.array([2, 0])),)),
+    ("tensor_2d", lambda T: (T(np.array([[0, 2], [1, 1]])), slice(1, 3))),
+    ("tensor_pair", lambda T: (T(np.array([0, 2])), T(np.array([3, -1])))),
+    ("separated", lambda T: (T(np.array([0, 1])), slice(None), T(np.array([1, 0])))),
+    ("around_int", lambda T: (T(np.array([0, 1])), 1, T(np.array([1, 0])))),
+    ("step", lambda T: (slice(None, None, 2), slice(1, None, 3))),
+    ("neg_step", lambda T: (slice(None, None, -2), slice(3, 0, -2))),
+    ("none_and_ellipsis", lambda T: (None, Ellipsis, 1)),
+]
+
+
+@pytest.mark.parametrize("name,index", SETITEM_CASES, ids=[c[0] for c in SETITEM_CASES])
+def test_setitem_like_numpy(name, index):
+    x = rand_array((3, 4, 2))
+    v = rand_array(x[index(np.asarray)].shape, seed=5)
+    t = Tensor(x).realize()
+    t[index(Tensor)] = Tensor(v)
+    x[index(np.asarray)] = v
+    assert_close(t.numpy(), x)
+
+
+def test_setitem_value_must_broadcast_to_the_selection():
+    t = Tensor.zeros(3, 3).contiguous().realize()
+    with pytest.raises(ValueError, match=r"\(5,\).*\(3,\)"):
+        t[0] = Tensor.ones(5)
+    with pytest.raises(ValueError, match=r"\(2, 2\).*\(2, 3\)"):
+        t[Tensor([0, 1])] = Tensor.ones(2, 2)
+    t[1] = Tensor.ones(1, 1, 3)                        # leading 1s broadcast away, as in numpy
+    assert t.numpy().tolist() == [[0, 0, 0], [1, 1, 1], [0, 0, 0]]
+
+
+def test_setitem_on_a_large_tensor_is_linear_in_its_size():
+    # (it used to compare every position with every written element: 90000 x 45000 here)
+    t = Tensor.zeros(300, 300).contiguous().realize()
+    t[:150, ::2] = 1.0
+    expected = np.zeros((300, 300), np.float32)
+    expected[:150, ::2] = 1.0
+    assert_close(t.numpy(), expected)

@@ -1,207 +1,553 @@
-"""Indexing (t[...], t[...] = v) and einsum, composed from movement ops and one-hot selections.
+"""Indexing (t[...], t[...] = v), sorting, scattering and einsum, composed from movement ops and one-hot selections.
 
 Basic indices (ints, slices, None, Ellipsis) are pure movement ops; integer tensors select with a one-hot mask and
-a sum, which is a reduce the scheduler fuses like any other."""
+a sum, which is a reduce the scheduler fuses like any other. Sorting ranks by counting comparisons (n^2 per row)."""
 from __future__ import annotations
+import string
+import numpy as np
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import prod
+from tinygrad_core.helpers import make_tuple, prod
 from tinygrad_core.ops import is_symbolic
+
+SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
 
 class IndexingOps:
     """Tensor methods that select, sort and scatter (mixed into Tensor, as NNOps and CreationOps are)."""
 
+    # ---- sorting ----
+    def sort(self, dim: int = -1, descending: bool = False):
+        """(values, indices) sorted along dim; stable, NaN sorts as the largest value (as torch.sort, stable=True).
+
+        >>> Tensor([2.0, float('nan'), 1.0, 2.0]).sort()[1].tolist()
+        [2, 0, 3, 1]
+        """
+        return _sort(self, dim, descending, None)
+
+    def argsort(self, dim: int = -1, descending: bool = False):
+        """The indices that sort self along dim (stable).
+
+        >>> Tensor([3, 1, 2]).argsort().tolist()
+        [1, 2, 0]
+        """
+        return _sort(self, dim, descending, None)[1]
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True):
+        """(values, indices) of the k largest (or smallest) elements along dim, in sorted order, ties by position.
+
+        >>> Tensor([1, 5, 3, 5]).topk(2)[1].tolist()
+        [1, 3]
+        """
+        n = self.shape[self._axes(dim)[0]] if self.ndim else 1
+        if not 0 <= k <= n:
+            raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {n} (shape {self.shape})")
+        return _sort(self, dim, largest, k)
+
+    def cummax(self, axis: int = 0):
+        """(values, indices) of the running maximum along axis; the index is the last one holding it, NaN wins.
+
+        >>> [t.tolist() for t in Tensor([1, 3, 2, 3]).cummax(0)]
+        [[1, 3, 3, 3], [0, 1, 1, 3]]
+        """
+        return _running_extreme(self, axis, largest=True)
+
+    def cummin(self, axis: int = 0):
+        """(values, indices) of the running minimum along axis (as torch.cummin).
+
+        >>> [t.tolist() for t in Tensor([2, 1, 3, 1]).cummin(0)]
+        [[2, 1, 1, 1], [0, 1, 1, 3]]
+        """
+        return _running_extreme(self, axis, largest=False)
+
+    # ---- diagonals and triangles ----
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1):
+        """The diagonal over dims dim1 and dim2 (offset > 0: above it), as a last dimension.
+
+        >>> Tensor([[1, 2], [3, 4]]).diagonal().tolist()
+        [1, 4]
+        """
+        dim1, dim2 = self._axes((dim1, dim2))      # (which rejects dim1 == dim2)
+        x = self.permute([d for d in range(self.ndim) if d not in (dim1, dim2)] + [dim1, dim2])
+        top, left = min(max(0, -offset), x.shape[-2]), min(max(0, offset), x.shape[-1])
+        n = max(0, min(x.shape[-2] - top, x.shape[-1] - left))
+        x = x.shrink(tuple((0, s) for s in x.shape[:-2]) + ((top, top + n), (left, left + n))).flatten(-2)
+        # in a flattened n x n square the diagonal is every (n+1)-th element: pad to n rows of n+1, keep column 0
+        x = x.pad(((0, 0),) * (x.ndim - 1) + ((0, n),)).reshape(x.shape[:-1] + (n, n + 1))
+        return x.shrink(tuple((0, s) for s in x.shape[:-1]) + ((0, 1),)).reshape(x.shape[:-1])
+
+    def diag(self):
+        """A square matrix with self (1-D) on its diagonal, or the diagonal of self (2-D), as torch.diag.
+
+        >>> Tensor([1, 2]).diag().tolist()
+        [[1, 0], [0, 2]]
+        """
+        if self.ndim == 2:
+            return self.diagonal()
+        if self.ndim != 1:
+            raise ValueError(f"diag takes a 1-D or 2-D tensor, got shape {self.shape}")
+        n = self.shape[0]
+        return self.unsqueeze(-1).pad(((0, 0), (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
+
+    def triu(self, diagonal: int = 0):
+        """self with the elements below the given diagonal set to 0 (over the last two dims).
+
+        >>> Tensor([[1, 2], [3, 4]]).triu().tolist()
+        [[1, 2], [0, 4]]
+        """
+        return _triangle(self, diagonal, upper=True)
+
+    def tril(self, diagonal: int = 0):
+        """self with the elements above the given diagonal set to 0 (over the last two dims).
+
+        >>> Tensor([[1, 2], [3, 4]]).tril().tolist()
+        [[1, 0], [3, 4]]
+        """
+        return _triangle(self, diagonal, upper=False)
+
+    # ---- rearranging ----
+    def roll(self, shifts, dims=None):
+        """Shift elements along dims, wrapping around (dims=None: over the flattened tensor).
+
+        >>> Tensor([1, 2, 3, 4]).roll(1).tolist()
+        [4, 1, 2, 3]
+        """
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        shifts, dims = make_tuple(shifts, 1), [self._axes(d)[0] for d in make_tuple(dims, 1)]
+        if len(shifts) != len(dims):
+            raise RuntimeError(f"roll: {len(shifts)} shifts {shifts} for {len(dims)} dims {dims}")
+        x = self
+        for dim, shift in zip(dims, shifts):
+            n = x.shape[dim]
+            if n:   # two copies side by side, then the window that starts n - shift in
+                start = n - shift % n
+                x = x.repeat([2 if d == dim else 1 for d in range(x.ndim)])
+                x = x.shrink(tuple((start, start + n) if d == dim else (0, s) for d, s in enumerate(x.shape)))
+        return x
+
+    def meshgrid(self, *args, indexing: str = "ij"):
+        """Coordinate grids from 1-D tensors ("ij": matrix order, "xy": the first two swapped, as numpy).
+
+        >>> [g.tolist() for g in Tensor([1, 2]).meshgrid(Tensor([3, 4, 5]))][1]
+        [[3, 4, 5], [3, 4, 5]]
+        """
+        if indexing not in ("ij", "xy"):
+            raise RuntimeError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+        tensors = [t.reshape(-1) for t in (self, *args)]
+        axes = list(range(len(tensors)))
+        if indexing == "xy" and len(tensors) > 1:
+            axes[0], axes[1] = 1, 0
+        shape = [0] * len(tensors)
+        for axis, t in zip(axes, tensors):
+            shape[axis] = t.shape[0]
+        return tuple(t.reshape([-1 if d == axis else 1 for d in range(len(shape))]).expand(shape)
+                     for axis, t in zip(axes, tensors))
+
+    # ---- masks ----
+    def masked_fill(self, mask, value):
+        """value where mask (bool, broadcast) is True, self elsewhere.
+
+        >>> Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 0).tolist()
+        [0, 2, 0]
+        """
+        _check_bool(mask, "masked_fill")
+        return mask.where(value, self).cast(self.dtype)
+
+    def masked_select(self, mask, size: int | None = None, fill_value=0):
+        """The elements of self where mask (bool, broadcast against self) is True, flattened. Their count is read back
+        to the host; pass size to get that many instead (padded with fill_value), without reading anything back.
+
+        >>> Tensor([[1, 2], [3, 4]]).masked_select(Tensor([True, False])).tolist()
+        [1, 3]
+        """
+        from tinygrad_core.tensor import _broadcast_shape
+        _check_bool(mask, "masked_select")
+        shape = _broadcast_shape(self.shape, mask.shape)
+        return _compact(mask._broadcast_to(shape).flatten(), self._broadcast_to(shape).flatten(), size, fill_value)
+
+    def nonzero(self, size: int | None = None, fill_value=0):
+        """The coordinates (int32, one row each) of the non-zero elements, in row-major order.
+
+        >>> Tensor([[0, 5], [7, 0]]).nonzero().tolist()
+        [[0, 1], [1, 0]]
+        """
+        flat = self.flatten() != 0
+        positions = _compact(flat, type(self).arange(flat.shape[0], device=self.device, dtype=dtypes.int32), size, -1)
+        strides = [prod(self.shape[d + 1:]) for d in range(self.ndim)]
+        coords = [(positions // stride) % n for stride, n in zip(strides, self.shape)]
+        if not coords:
+            return type(self).zeros(positions.shape[0], 0, dtype=dtypes.int32, device=self.device)
+        return (positions == -1).unsqueeze(-1).where(fill_value, type(self).stack(*coords, dim=-1))
+
+    # ---- scattering ----
+    def scatter(self, dim: int, index, src, reduce: str | None = None):
+        """self with src written at index along dim: out[index[i][j]][j] = src[i][j] for dim 0 (the last write wins);
+        src may be a number; reduce='add' or 'multiply' combines with what is there instead.
+
+        >>> Tensor.zeros(3, dtype='int32').scatter(0, Tensor([2, 0]), Tensor([5, 6])).tolist()
+        [6, 0, 5]
+        """
+        if reduce not in (None, "add", "multiply"):
+            raise RuntimeError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+        if not hasattr(src, "shape"):
+            src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
+        if reduce is not None:
+            return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
+        hits, values = _scatter_hits(self, dim, index, src, "scatter")
+        if hits is None:
+            return self
+        later = type(self).arange(hits.shape[-1], device=self.device)
+        last = hits & (hits.where(later, -1).max(-1, keepdim=True) == later)
+        return hits.any(-1).where(_pick(last, values, -1), self)
+
+    def scatter_reduce(self, dim: int, index, src, reduce: str, include_self: bool = True):
+        """self combined with src at index along dim by reduce ('sum', 'prod', 'mean', 'amax' or 'amin'); with
+        include_self=False the positions src reaches start from src alone.
+
+        >>> Tensor([1, 1]).scatter_reduce(0, Tensor([0, 0, 1]), Tensor([2, 3, 4]), "sum").tolist()
+        [6, 5]
+        """
+        if reduce not in SCATTER_REDUCES:
+            raise RuntimeError(f"scatter_reduce: reduce must be one of {SCATTER_REDUCES}, got {reduce!r}")
+        hits, values = _scatter_hits(self, dim, index, src, "scatter_reduce")
+        if hits is None:
+            return self
+        picked = hits.where(values, {"prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}.get(
+            reduce, False if self.dtype == dtypes.bool else 0))
+        combined = getattr(picked, {"prod": "prod", "amax": "max", "amin": "min"}.get(reduce, "sum"))(-1)
+        if include_self:
+            combined = getattr(combined, {"prod": "mul", "amax": "maximum", "amin": "minimum"}.get(reduce, "add"))(self)
+        if reduce == "mean":
+            count = hits.sum(-1) + int(include_self)
+            count = count.maximum(1).cast(self.dtype)
+            combined = combined // count if not dtypes.is_float(self.dtype) else combined / count
+        return (combined if include_self else hits.any(-1).where(combined, self)).cast(self.dtype)
+
+
+def _pick(mask, values, axis, signed_zero: bool = False):
+    """The one value where mask is True along axis (0 where none is). NaN and inf come through; -0.0 comes out as
+    +0.0, as a sum's accumulator starts at +0.0, unless signed_zero asks for a max to pick the zeros (it can't
+    stand in for the sum: a max's gradient would be shared with the fill wherever the value is -inf)."""
+    out = mask.where(values, False if values.dtype == dtypes.bool else 0).sum(axis, dtype=values.dtype)
+    if not signed_zero or not dtypes.is_float(values.dtype) or not mask.shape[axis]:
+        return out
+    return (out == 0).where(mask.where(values, -float("inf")).max(axis), out)
+
+
+def _along_last(x, axis):
+    """x with axis swapped to the end, as (column i, row j) views: (..., n, 1) and (..., 1, n), and axis."""
+    axis = x._axes(axis)[0]
+    x = x.transpose(axis, -1)
+    return x.unsqueeze(-1), x.unsqueeze(-2), axis
+
+
+def _same(a, b):
+    return (a == b) | (a.isnan() & b.isnan()) if dtypes.is_float(a.dtype) else a == b
+
+
+def _sort(x, dim, descending: bool, count: int | None):
+    """(values, int32 indices) of the first count elements of x sorted along dim: each element's rank is how many
+    elements go before it (smaller, or equal and earlier), and rank r's value is picked out with a one-hot mask."""
+    if x.ndim == 0:
+        return x, x.full_like(0, dtype=dtypes.int32)
+    mine, other, dim = _along_last(x, dim)
+    n = mine.shape[-2]
+    count = n if count is None else count
+    before = other > mine if descending else other < mine
+    if dtypes.is_float(x.dtype):   # NaN goes last ascending and first descending, as in torch
+        before = before | (other.isnan() & mine.isnan().logical_not() if descending else
+                           mine.isnan() & other.isnan().logical_not())
+    positions = type(x).arange(n, device=x.device, dtype=dtypes.int32)
+    earlier = positions.reshape(1, n) < positions.reshape(n, 1)
+    rank = (before | (_same(mine, other) & earlier)).sum(-1)
+    at_rank = rank.unsqueeze(-2) == type(x).arange(count, device=x.device, dtype=dtypes.int32).reshape(count, 1)
+    return _pick(at_rank, other, -1, True).transpose(dim, -1), _pick(at_rank, positions, -1).transpose(dim, -1)
+
+
+def _running_extreme(x, axis, largest: bool):
+    """cummax / cummin: the extreme of each prefix, at the last index holding it (torch moves the index on ties and
+    on every NaN once one is seen); the value is read from that index, so -0.0 and +0.0 come out as torch's."""
+    if x.ndim == 0 or 0 in x.shape:
+        return x, x.full_like(0, dtype=dtypes.int32)
+    mine, other, axis = _along_last(x, axis)
+    n = mine.shape[-2]
+    positions = type(x).arange(n, device=x.device, dtype=dtypes.int32)
+    prefix = positions.reshape(1, n) <= positions.reshape(n, 1)
+    window = prefix.where(other, mine)    # element i itself stands in for the elements after it
+    best = (window.max(-1) if largest else window.min(-1)).unsqueeze(-1)
+    index = (prefix & _same(other, best)).where(positions, -1).max(-1)
+    return _pick(index.unsqueeze(-1) == positions, other, -1, True).transpose(axis, -1), index.transpose(axis, -1)
+
+
+def _triangle(x, diagonal: int, upper: bool):
+    if x.ndim < 2:
+        raise RuntimeError(f"{'triu' if upper else 'tril'} needs at least 2 dimensions, got shape {x.shape}")
+    rows, cols = x.shape[-2:]
+    offset = type(x).arange(cols, device=x.device).reshape(1, cols) - \
+        type(x).arange(rows, device=x.device).reshape(rows, 1)
+    keep = offset >= diagonal if upper else offset <= diagonal
+    return keep.where(x, False if x.dtype == dtypes.bool else 0)
+
+
+def _check_bool(mask, name: str):
+    if mask.dtype != dtypes.bool:
+        raise RuntimeError(f"{name} takes a bool mask, got {mask.dtype} (compare it, e.g. mask != 0)")
+
+
+def _compact(flags, values, size: int | None, fill_value):
+    """values (1-D) where flags is True, in order: the k-th True (counted by a running sum) goes to slot k."""
+    total = int(flags.sum().item())
+    count = total if size is None else size
+    slots = type(values).arange(count, device=values.device, dtype=dtypes.int32).reshape(count, 1)
+    out = _pick(flags & (flags.cumsum() - 1 == slots), values, -1)
+    return out if count <= total else (slots.reshape(count) < total).where(out, fill_value).cast(values.dtype)
+
+
+def _scatter_hits(t, dim, index, src, name: str):
+    """For each position of t: which src elements along dim land there (a new last axis), and those src values;
+    (None, None) when index is empty."""
+    if not dtypes.is_int(index.dtype):
+        raise RuntimeError(f"{name}: index must be an integer tensor, got {index.dtype}")
+    if not index.ndim == t.ndim == src.ndim:
+        raise RuntimeError(f"{name}: self {t.shape}, index {index.shape} and src {src.shape} need the same rank")
+    dim = t._axes(dim)[0]
+    if any(i > s or (d != dim and i > n) for d, (i, s, n) in enumerate(zip(index.shape, src.shape, t.shape))):
+        raise RuntimeError(f"{name}: index {index.shape} must be no larger than src {src.shape} in every dim, nor "
+                           f"than self {t.shape} outside dim {dim}")
+    if src.dtype != t.dtype:
+        raise RuntimeError(f"{name}: src dtype {src.dtype} differs from self dtype {t.dtype}")
+    if index.numel() == 0:
+        return None, None
+    targets = type(t).arange(t.shape[dim], device=t.device, dtype=index.dtype)
+    # target position where dim was, source position on the new last axis
+    hits = (index.unsqueeze(-1) == targets).transpose(dim, -1)
+    values = src.shrink(tuple((0, i) for i in index.shape)).unsqueeze(-1).transpose(dim, -1)
+    padding = tuple((0, 0) if d == dim else (0, n - i) for d, (n, i) in enumerate(zip(t.shape, index.shape)))
+    return hits.pad(padding + ((0, 0),)), values.pad(padding + ((0, 0),))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# t[indices] and t[indices] = v
+# ---------------------------------------------------------------------------------------------------------------
+def _index_tensor(t, index, dim: int):
+    """A (nested) list of ints, or an integer tensor, as an int tensor with negative indices counted from the end."""
+    from tinygrad_core.tensor import Tensor
+    size = t.shape[dim]
+    if not isinstance(index, Tensor):
+        values = np.asarray(index)
+        if values.size and values.dtype.kind not in "iu":
+            raise IndexError(f"index {index} along dim {dim} must hold ints, not {values.dtype} (masks: masked_select)")
+        if values.size and not -size <= values.min() <= values.max() < size:
+            bad = values.min() if values.min() < -size else values.max()
+            raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+        return Tensor((values % max(size, 1)).astype(np.int32), device=t.device)
+    if not dtypes.is_int(index.dtype):
+        raise IndexError(f"tensors used as indices must be integer tensors, got {index.dtype} along dim {dim}")
+    return (index < 0).where(index + size, index)
+
 
 def _normalize(t, indices) -> list:
-    indices = list(indices) if isinstance(indices, tuple) else [indices]
     from tinygrad_core.tensor import Tensor
-    indices = [Tensor(i, device=t.device) if isinstance(i, list) else i for i in indices]
+    # a list of ints is one index; any other list reads as a tuple of indices, as in tinygrad and torch
+    if not isinstance(indices, (tuple, list)) or isinstance(indices, list) and all(isinstance(i, int) for i in indices):
+        indices = [indices]
+    indices = list(indices)
     for i in indices:
-        if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor)) or is_symbolic(i)) or \
-                isinstance(i, bool):
-            raise TypeError(f"can't index with {type(i).__name__}: use ints, slices, None, ... or integer tensors")
+        if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor, list, tuple)) or is_symbolic(i)) \
+                or isinstance(i, bool):
+            raise IndexError(f"can't index with {type(i).__name__} {i!r}: use ints, slices, None, ... or integer "
+                             f"tensors")
     consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
     if consumed > t.ndim:
         raise IndexError(f"too many indices ({consumed}) for a tensor of shape {t.shape}")
     ellipses = [n for n, i in enumerate(indices) if i is Ellipsis]    # `is`: == on a Tensor is elementwise
     if len(ellipses) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if ellipses:
-        at = ellipses[0]
-        return indices[:at] + [slice(None)] * (t.ndim - consumed) + indices[at + 1:]
-    return indices + [slice(None)] * (t.ndim - consumed)
+    at = ellipses[0] if ellipses else len(indices)
+    return indices[:at] + [slice(None)] * (t.ndim - consumed) + indices[at + 1:]
 
 
-def getitem(t, indices):
-    from tinygrad_core.tensor import Tensor
-    indices = _normalize(t, indices)
-    # 1. ints and slices: shrink, flip for negative steps, and stride by reshaping
-    x, dim, tensor_dims = t, 0, []
-    bounds, flips, steps, squeeze = [], [], [], []
+def _basic(t, indices):
+    """The ints, slices and None of (normalized) indices as movement ops on t: (view, [(axis of the view, index
+    tensor)], undo), where undo puts a tensor of the view's shape back where the view came from, 0 elsewhere."""
+    dim, bounds, flips, steps, view_shape, tensors = 0, [], [], [], [], []
     for i in indices:
         if i is None:
+            view_shape.append(1)
             continue
         size = t.shape[dim]
+        step, flip = 1, False
         if is_symbolic(i) or (isinstance(i, slice) and (is_symbolic(i.start) or is_symbolic(i.stop))):
             # a position made of Variables (a KV cache's current length): counted from the start, step 1
             if isinstance(i, slice) and i.step not in (None, 1):
                 raise IndexError(f"a slice with a symbolic bound takes step 1, not {i.step}")
             bounds.append((i, i + 1) if not isinstance(i, slice) else
                           (0 if i.start is None else i.start, size if i.stop is None else i.stop))
-            steps.append(1)
-            flips.append(False)
-            if not isinstance(i, slice):
-                squeeze.append(dim)
         elif isinstance(i, int):
             if not -size <= i < size:
                 raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
-            i %= size
-            bounds.append((i, i + 1))
-            steps.append(1)
-            flips.append(False)
-            squeeze.append(dim)
+            bounds.append((i % size, i % size + 1))
         elif isinstance(i, slice):
             start, stop, step = i.indices(size)
-            if step > 0:
-                bounds.append((start, max(start, stop)))
-                flips.append(False)
-            else:    # a negative step reads [stop+1, start] backwards
-                lo, hi = stop + 1, start + 1
-                bounds.append((lo, max(lo, hi)))
-                flips.append(True)
-            steps.append(abs(step))
+            lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)    # a negative step reads [lo, hi) backwards
+            bounds.append((lo, max(lo, hi)))
+            flip, step = step < 0, abs(step)
         else:
             bounds.append((0, size))
-            steps.append(1)
-            flips.append(False)
-            tensor_dims.append((dim, i))
+            tensors.append((len(view_shape), _index_tensor(t, i, dim)))
+        flips.append(flip)
+        steps.append(step)
+        if not (isinstance(i, int) or is_symbolic(i)):
+            view_shape.append(None)     # a dim that stays: its size is known once the movement ops are applied
         dim += 1
-    x = x.shrink(tuple(bounds))
-    if any(flips):
-        x = x.flip(*[d for d, f in enumerate(flips) if f])
+    flipped = [d for d, f in enumerate(flips) if f]
+    x = t.shrink(tuple(bounds))
+    x = x.flip(*flipped) if flipped else x
     if any(s != 1 for s in steps):
         # pad each axis to a multiple of its step, split it into (n/step, step) and keep column 0
         x = x.pad(tuple((0, (-n) % s) for n, s in zip(x.shape, steps)))
         x = x.reshape(tuple(v for n, s in zip(x.shape, steps) for v in (n // s, s)))
         x = x.shrink(tuple(b for n, s in zip(x.shape[::2], steps) for b in ((0, n), (0, 1))))
         x = x.reshape(x.shape[::2])
-    # 2. integer tensors: one-hot select along their dims -> (*index_shape, *other dims)
-    index_shape, other_dims = (), list(range(t.ndim))
-    if tensor_dims:
-        from tinygrad_core.tensor import _broadcast_shape
-        index_shape = _broadcast_shape(*[i.shape for _, i in tensor_dims])
-        x = _select(x, tensor_dims)
-        other_dims = [d for d in range(t.ndim) if d not in {d for d, _ in tensor_dims}]
-    # 3. drop int-indexed dims, add None dims, put the index block where numpy puts it
-    kept = [d for d in other_dims if d not in squeeze]
-    sizes = dict(zip(other_dims, x.shape[len(index_shape):]))
-    x = x.reshape(index_shape + tuple(sizes[d] for d in kept))
-    tensor_positions = [d for d, _ in tensor_dims]
-    together = tensor_positions == list(range(tensor_positions[0], tensor_positions[-1] + 1)) if tensor_dims else True
-    layout, dim = [], 0
-    for i in indices:
-        if i is None:
-            layout.append("new")
-            continue
-        if isinstance(i, slice):
-            layout.append(kept.index(dim))
-        elif isinstance(i, Tensor) and together and "index" not in layout:
-            layout.append("index")
-        dim += 1
-    if tensor_dims and "index" not in layout:
-        layout.insert(0, "index")
-    order, shape = [], []
-    for item in layout:
-        if item == "index":
-            order.extend(range(len(index_shape)))
-            shape.extend(index_shape)
-        elif item == "new":
-            shape.append(1)
-        else:
-            order.append(len(index_shape) + item)
-            shape.append(sizes[kept[item]])
-    return x.permute(order).reshape(tuple(shape)) if order else x.reshape(tuple(shape))
+    strided = x.shape
+    sizes = iter(s for s, i in zip(strided, [i for i in indices if i is not None])
+                 if not (isinstance(i, int) or is_symbolic(i)))
+
+    def undo(v):
+        v = v.reshape(strided)
+        if any(s != 1 for s in steps):    # each kept element heads a group of step, the rest of which was skipped
+            v = v.reshape(tuple(d for n in strided for d in (n, 1)))
+            v = v.pad(tuple(p for s in steps for p in ((0, 0), (0, s - 1))))
+            v = v.reshape(tuple(n * s for n, s in zip(strided, steps))).shrink(tuple((0, b - a) for a, b in bounds))
+        v = v.flip(*flipped) if flipped else v
+        return v.pad(tuple((lo, size - hi) for (lo, hi), size in zip(bounds, t.shape)))
+    return x.reshape(tuple(next(sizes) if s is None else s for s in view_shape)), tensors, undo
 
 
-def _select(x, tensor_dims):
-    """x[..., I1, ..., I2, ...] for integer tensors on the given dims -> shape (*broadcast(I), *other dims)."""
-    from tinygrad_core.tensor import Tensor, _broadcast_shape
-    dims = [d for d, _ in tensor_dims]
-    index_shape = _broadcast_shape(*[i.shape for _, i in tensor_dims])
-    others = [d for d in range(x.ndim) if d not in dims]
-    moved = x.permute(others + dims)                 # (*others, *indexed)
-    mask = None
-    for k, (d, index) in enumerate(tensor_dims):
-        n = x.shape[d]
-        if not dtypes.is_int(index.dtype):
-            raise TypeError(f"index tensors must be integers, got {index.dtype}")
-        index = (index < 0).where(index + n, index)    # negative indices count from the end
-        positions = Tensor.arange(n, device=x.device).reshape((1,) * k + (n,) + (1,) * (len(dims) - k - 1))
-        hit = index._broadcast_to(index_shape).reshape(index_shape + (1,) * len(dims)) == positions
-        mask = hit if mask is None else mask & hit
-    other_shape = tuple(x.shape[d] for d in others)
-    values = moved.reshape((1,) * len(index_shape) + other_shape + tuple(x.shape[d] for d in dims))
-    mask = mask.reshape(index_shape + (1,) * len(others) + tuple(x.shape[d] for d in dims))
-    return mask.where(values, 0).sum(tuple(range(-len(dims), 0)), dtype=x.dtype)
+def _index_mask(x, tensors):
+    """hits[*index_shape, *indexed sizes]: True where the (broadcast) index tensors point; and index_shape."""
+    from tinygrad_core.tensor import _broadcast_shape
+    try:
+        index_shape = _broadcast_shape(*[i.shape for _, i in tensors])
+    except ValueError as e:
+        raise IndexError(f"index tensors can't be broadcast together: {e}") from None
+    hits = None
+    for k, (axis, index) in enumerate(tensors):
+        n = x.shape[axis]
+        positions = type(x).arange(n, device=x.device).reshape((1,) * k + (n,) + (1,) * (len(tensors) - k - 1))
+        hit = index._broadcast_to(index_shape).reshape(index_shape + (1,) * len(tensors)) == positions
+        hits = hit if hits is None else hits & hit
+    return hits, index_shape
+
+
+def _layout(axes, block: int, ndim: int) -> list[int]:
+    """The permute from (*index dims, *other dims) to numpy's order: adjacent index tensors (no slice or None
+    between them; ints don't count) put the index dims where they stood; separated ones put them first."""
+    if axes != list(range(axes[0], axes[0] + len(axes))):
+        return list(range(ndim))
+    return list(range(block, block + axes[0])) + list(range(block)) + list(range(block + axes[0], ndim))
+
+
+def getitem(t, indices):
+    x, tensors, _ = _basic(t, _normalize(t, indices))
+    if not tensors:
+        return x
+    hits, index_shape = _index_mask(x, tensors)
+    axes = [a for a, _ in tensors]
+    others = [d for d in range(x.ndim) if d not in axes]
+    indexed = tuple(x.shape[a] for a in axes)
+    values = x.permute(others + axes).reshape((1,) * len(index_shape) + tuple(x.shape[d] for d in others) + indexed)
+    out = _pick(hits.reshape(index_shape + (1,) * len(others) + indexed), values, tuple(range(-len(axes), 0)))
+    return out.permute(_layout(axes, len(index_shape), out.ndim))
 
 
 def setitem(t, indices, value):
-    """t[indices] = value: computes the new tensor with a mask, then assigns it (in place when t is realized)."""
-    from tinygrad_core.tensor import Tensor
-    positions = Tensor.arange(t.numel(), device=t.device, dtype=dtypes.int32).reshape(t.shape)[indices]
+    """t[indices] = value: the value is put back through the selection's movement ops (and, for index tensors, a
+    one-hot mask over the indexed dims), then assigned (in place when t is realized)."""
+    from tinygrad_core.tensor import Tensor, _broadcast_shape
+    x, tensors, undo = _basic(t, _normalize(t, indices))
     value = value if isinstance(value, Tensor) else Tensor(value, device=t.device, dtype=t.dtype)
-    value = value.cast(t.dtype)
-    value = value._broadcast_to(positions.shape) if value.shape != positions.shape else value
-    flat_pos, flat_val = positions.flatten(), value.flatten()
-    if flat_pos.numel() == 0:
-        return
-    # which written element lands on each position (the last one wins, as in numpy)
-    hits = flat_pos.reshape(1, -1) == Tensor.arange(t.numel(), device=t.device, dtype=dtypes.int32).reshape(-1, 1)
-    order = Tensor.arange(1, flat_pos.numel() + 1, device=t.device, dtype=dtypes.int32).reshape(1, -1)
-    winner = hits.where(order, 0).max(-1, keepdim=True)
-    chosen = (order == winner) & hits
-    new = chosen.where(flat_val.reshape(1, -1), 0).sum(-1, dtype=t.dtype)
-    written = hits.any(-1)
-    t.assign(written.where(new, t.flatten()).reshape(t.shape))
+    axes = [a for a, _ in tensors]
+    others = [d for d in range(x.ndim) if d not in axes]
+    selection = x.shape
+    if tensors:
+        hits, index_shape = _index_mask(x, tensors)
+        order = _layout(axes, len(index_shape), len(index_shape) + len(others))
+        selection = tuple((index_shape + tuple(x.shape[d] for d in others))[d] for d in order)
+    while value.ndim > len(selection) and value.shape[0] == 1:    # leading 1s broadcast away, as in numpy
+        value = value.reshape(value.shape[1:])
+    try:
+        fits = _broadcast_shape(value.shape, selection) == selection
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"can't assign a value of shape {value.shape} to a selection of shape {selection} "
+                         f"(t[{indices!r}] of a tensor of shape {t.shape}): it must broadcast to the selection")
+    value = value.cast(t.dtype)._broadcast_to(selection)
+    written = Tensor.full(x.shape, True, device=t.device)
+    if tensors:
+        if not prod(selection):
+            return
+        # the last write to a position wins, as in numpy: number the writes and keep the highest that hits
+        count, other_shape = prod(index_shape), tuple(x.shape[d] for d in others)
+        hits = hits.reshape((count,) + hits.shape[len(index_shape):] + (1,) * len(others))
+        writes = Tensor.arange(count, device=t.device).reshape((count,) + (1,) * (hits.ndim - 1))
+        hits = hits & (writes == hits.where(writes, -1).max(0))
+        value = value.permute(sorted(range(len(order)), key=order.__getitem__))
+        value = _pick(hits, value.reshape((count,) + (1,) * len(axes) + other_shape), 0)
+        back = sorted(range(x.ndim), key=(axes + others).__getitem__)
+        value, written = value.permute(back), hits.any(0)._broadcast_to(value.shape).permute(back)
+    t.assign(undo(written).where(undo(value.reshape(x.shape)), t))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# einsum
+# ---------------------------------------------------------------------------------------------------------------
 def einsum(formula: str, *operands):
     """Einstein summation: every operand is laid out over all letters, multiplied, and summed over the missing."""
+    operands = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
     formula = formula.replace(" ", "")
-    inputs, _, output = formula.partition("->")
-    specs = inputs.split(",")
-    if len(specs) != len(operands):
-        raise ValueError(f"einsum {formula!r} names {len(specs)} operands, got {len(operands)}")
+    inputs, arrow, output = formula.partition("->")
+    written = inputs.split(",")
+    if len(written) != len(operands):
+        raise ValueError(f"einsum {formula!r} names {len(written)} operands, got {len(operands)}")
+    if bad := sorted(set(inputs.replace("...", "") + output.replace("...", "")) - set(string.ascii_letters + ",")):
+        raise ValueError(f"einsum {formula!r}: {bad[0]!r} isn't a subscript; use letters a-z, A-Z and '...'")
+    # '...' stands for the dims the letters don't name, with letters of their own, broadcast right-aligned
+    spare = [c for c in string.ascii_letters if c not in formula]
+    covered = [op.ndim - len(s) + 3 if "..." in s else 0 for s, op in zip(written, operands)]
+    rank = max(covered, default=0)
+    specs = [s.replace("...", "".join(spare[rank - n:rank])) for s, n in zip(written, covered)]
+    ellipsis = "".join(spare[:rank])
+    if not arrow:
+        output = ellipsis + "".join(sorted(c for c in set(inputs) if c.isalpha() and inputs.count(c) == 1))
+    output = output.replace("...", ellipsis)
     sizes: dict[str, int] = {}
-    for spec, op in zip(specs, operands):
+    for n, (spec, op) in enumerate(zip(specs, operands)):
         if len(spec) != op.ndim:
-            raise ValueError(f"einsum operand {spec!r} has {len(spec)} letters but shape {op.shape}")
+            raise ValueError(f"einsum operand {n} has subscripts {written[n]!r} but shape {op.shape} ({op.ndim} dims)")
         for letter, size in zip(spec, op.shape):
-            if sizes.setdefault(letter, size) != size and size != 1:
-                raise ValueError(f"einsum letter {letter!r} has sizes {sizes[letter]} and {size}")
-    if not _:
-        output = "".join(sorted(letter for letter in sizes if sum(s.count(letter) for s in specs) == 1))
+            if sizes.get(letter, 1) not in (1, size) and size != 1:
+                raise ValueError(f"einsum letter {letter!r} has sizes {sizes[letter]} and {size} "
+                                 f"(operand shapes {[o.shape for o in operands]})")
+            sizes[letter] = size if sizes.get(letter, 1) == 1 else sizes[letter]
+    for letter in output:
+        if letter not in sizes or output.count(letter) > 1:
+            raise ValueError(f"einsum output letter {letter!r} must appear once in the output and in some input "
+                             f"(formula {formula!r})")
     letters = list(output) + sorted(set(sizes) - set(output))
     product = None
     for spec, op in zip(specs, operands):
-        # repeated letters in one operand (a diagonal) are taken first
-        for letter in set(spec):
-            while spec.count(letter) > 1:
-                a = spec.index(letter)
-                b = spec.index(letter, a + 1)
-                n = op.shape[a]
-                from tinygrad_core.tensor import Tensor
-                eye = Tensor.eye(n, device=op.device, dtype=op.dtype)
-                eye_shape = [1] * op.ndim
-                eye_shape[a], eye_shape[b] = n, n
-                op = (op * eye.reshape(eye_shape)).sum(b)
-                spec = spec[:b] + spec[b + 1:]
+        # a letter repeated in one operand takes its diagonal (it becomes the last dim)
+        while repeated := next((c for c in spec if spec.count(c) > 1), None):
+            a, b = spec.index(repeated), spec.index(repeated, spec.index(repeated) + 1)
+            if op.shape[a] != op.shape[b]:
+                raise ValueError(f"einsum letter {repeated!r} repeats in {spec!r} over sizes {op.shape[a]} and "
+                                 f"{op.shape[b]} (shape {op.shape})")
+            op, spec = op.diagonal(0, a, b), "".join(c for k, c in enumerate(spec) if k not in (a, b)) + repeated
         order = sorted(range(len(spec)), key=lambda i: letters.index(spec[i]))
-        laid = op.permute(order) if order else op
-        present = sorted(spec, key=letters.index)
-        shape = [sizes[letter] if letter in present else 1 for letter in letters]
-        laid = laid.reshape([op.shape[spec.index(letter)] if letter in present else 1 for letter in letters])
-        laid = laid.expand(shape) if laid.shape != tuple(shape) and prod(shape) else laid
+        laid = op.permute(order).reshape([op.shape[spec.index(c)] if c in spec else 1 for c in letters])
         product = laid if product is None else product * laid
+    product = product._broadcast_to(tuple(sizes[c] for c in letters))
     summed = tuple(range(len(output), len(letters)))
     return product.sum(summed) if summed else product
