@@ -1,8 +1,9 @@
 """Optimizers (SGD, LARS, Muon, Adam, AdamW, LAMB, OptimizerGroup) and learning-rate schedules.
 
 A step writes every parameter in place with assign() and realizes parameters and optimizer state in one
-Tensor.realize_all, so the whole update is one schedule (and a TinyJit around a training step captures it). As in
-tinygrad, a step is refused outside training mode (Tensor.train(), Context(TRAINING=1) or Tensor.training = True)."""
+Tensor.realize_all, so the whole update is one schedule (and a TinyJit around a training step captures it). Unlike
+tinygrad 0.14, a step outside training mode is allowed: older tinygrad programs (the seed's among them) never switch it
+on, and programs written for 0.14 step inside it anyway."""
 from __future__ import annotations
 import math
 import numpy as np
@@ -54,8 +55,6 @@ class Optimizer:
         """Assign the updates without running them; returns the tensors to realize. Realize them together with
         the loss (Tensor.realize_all(loss, *opt.schedule_step())) to run forward, backward and update as one
         schedule: every kernel that reads a parameter runs before the kernel that overwrites it."""
-        if not Tensor.training:
-            raise RuntimeError("optimizers step only in training mode: step inside `with Context(TRAINING=1):`")
         self._update([(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None])
         return [*self.params, *self.buffers, *self.state]
 
