@@ -220,3 +220,15 @@ def test_a_jitted_method_replays_each_instance_with_its_own_weights():
     for _ in range(4):
         assert_close(two(Tensor([1.0, 2.0])).numpy(), [2.0, 4.0])
         assert_close(three(Tensor([1.0, 2.0])).numpy(), [3.0, 6.0])
+
+
+def test_a_namedtuple_of_outputs_comes_back_as_one_with_this_calls_values():
+    from collections import namedtuple
+    Pair = namedtuple("Pair", "doubled same")
+    f = TinyJit(lambda x: Pair((x * 2).realize(), x))
+    for n in range(4):
+        x = np.arange(3, dtype=np.float32) + n
+        out = f(Tensor(x))
+        assert isinstance(out, Pair)
+        assert_close(out.doubled.sum().numpy(), (x * 2).sum())
+        assert_close(out.same.numpy(), x)

@@ -5,6 +5,7 @@ later calls replay the recording with the new input buffers swapped in. No graph
 Sizes made of Variables are part of the recording unbound: a call with other values replays it with those values."""
 from __future__ import annotations
 import functools
+import weakref
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.engine import realize
@@ -63,19 +64,16 @@ def _leaf(view: UOp) -> UOp | None:
     return leaf if leaf.op is Ops.BUFFER else None
 
 
-def _renew(views: list, written: set, values: dict, moved: dict | None = None):
+def _renew(views: list, written: set, values: dict, moved: dict = {}):
     """Point each (tensor, the plain view holding its value) that views a buffer in written at a new version of it,
     as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by schedule.realized with a value
     from before the write. A buffer in moved is replaced by the leaf given there."""
-    latest: dict = {}
-    for _, view in views:
-        if (leaf := _leaf(view)) is not None and leaf.arg[0] in written:
-            latest[leaf.arg[0]] = max(latest.get(leaf.arg[0], 0), leaf.arg[1] + 1)
+    # one past the newest version any of them holds (in version order, so the newest is written last)
+    leaves = sorted((leaf for _, view in views if (leaf := _leaf(view)) is not None), key=lambda u: u.arg[1])
+    latest = {leaf.arg[0]: leaf.arg[1] + 1 for leaf in leaves if leaf.arg[0] in written}
     for t, view in views:
-        if (leaf := _leaf(view)) is None:
-            continue
-        new = buffer_uop(leaf.arg[0], latest[leaf.arg[0]]) if leaf.arg[0] in latest else (moved or {}).get(leaf.arg[0])
-        if new is not None:
+        if (leaf := _leaf(view)) is not None and (new := buffer_uop(leaf.arg[0], latest[leaf.arg[0]])
+                                                  if leaf.arg[0] in latest else moved.get(leaf.arg[0])) is not None:
             t.uop = new if view is leaf else new.reshape(sym.rebind(view.arg, values))
 
 
@@ -93,6 +91,7 @@ class Capture:
     outputs: list               # (returned tensor, the view it held after the capture)
     returned_inputs: dict       # id of a returned tensor that was an input -> that input's index
     written: set                # buffers the kernels write, other than the inputs
+    viewers: weakref.WeakSet    # the tensors on those buffers (weights, optimizer state, gradients, outputs)
 
 
 class TinyJit:
@@ -114,14 +113,12 @@ class TinyJit:
 
     def __call__(self, *args, **kwargs):
         from tinygrad_core.tensor import Tensor
-        inputs: list = []
-        values: dict[str, int] = {}     # the values of Variables (in the inputs' shapes, or passed bound)
+        inputs, values = [], {}         # values: of the Variables in the inputs' shapes, or passed bound
         structure = (_key(args, inputs, values), _key(kwargs, inputs, values))
         for t in inputs:
             if buffer_of(t.uop) is None:
                 t.uop = t.contiguous().uop
-        if inputs:
-            Tensor.realize_all(*inputs)
+        Tensor.realize_all(*inputs)
         buffers = [buffer_of(t.uop) for t in inputs]
         # an input passed twice is one kernel argument in the recording: a call with two distinct ones captures anew
         signature = structure + tuple((sym.unbind(t.shape, values), t.dtype, t.device, buffers.index(b))
@@ -157,8 +154,11 @@ class TinyJit:
         returned_inputs = {id(t): k for t in _tensors_out(ret) for k, x in enumerate(inputs) if t is x}
         outputs = _views(t for t in _tensors_out(ret) if id(t) not in returned_inputs)
         written = {bufs[0] for _, bufs, _ in recording} - set(input_buffers)
+        # found once here, not among all live tensors per replay: a replay then costs what its state costs
+        viewers = weakref.WeakSet(t for t, view in _views(list(Tensor._live)) if (leaf := _leaf(view)) is not None
+                                  and leaf.arg[0] in written)
         self.captures[signature] = Capture(recording, slots, ret, randoms, input_buffers, outputs, returned_inputs,
-                                           written)
+                                           written, viewers)
         if DEBUG >= 1:
             print(f"TinyJit captured {len(recording)} kernels of {getattr(self.fn, '__name__', 'fn')}")
         return ret
@@ -166,20 +166,19 @@ class TinyJit:
     def _replay(self, capture: Capture, inputs, values: dict[str, int]):
         from tinygrad_core.tensor import Tensor
         # an input the kernels write (an output fed back in) would be overwritten while it is read: use a copy
-        new_buffers = [buffer_of(t.clone().realize().uop if buffer_of(t.uop) in capture.written else t.uop)
+        new_buffers = [buffer_of((t.clone().realize() if buffer_of(t.uop) in capture.written else t).uop)
                        for t in inputs]
         for buf, count in capture.random_slots:
             Tensor._refill_offset(buf, count)
-        kernels = capture.kernels
         for i, j, k in capture.input_slots:
-            kernels[i][1][j] = new_buffers[k]
-        for runner, bufs, var_vals in kernels:
+            capture.kernels[i][1][j] = new_buffers[k]
+        for runner, bufs, var_vals in capture.kernels:
             realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
-        # every tensor on a buffer just written (outputs, weights an optimizer updated) shows as a freshly computed one
-        _renew(_views(list(Tensor._live)) + capture.outputs, {bufs[0] for _, bufs, _ in kernels}, values)
+        # every tensor on a buffer just written (outputs, weights an optimizer updated, an input written in place)
+        # shows as a freshly computed one
+        _renew(_views([*capture.viewers, *inputs]) + capture.outputs, {bufs[0] for _, bufs, _ in capture.kernels},
+               values)
         moved = {b: _leaf(realized.get(inputs[k].uop, inputs[k].uop)) for b, k in capture.input_buffers.items()}
         _renew(capture.outputs, set(), values, moved)       # outputs that are views of an input follow the new one
-        if not capture.returned_inputs:
-            return capture.ret
         return _map_tensors(capture.ret, lambda t: inputs[capture.returned_inputs[id(t)]]
                             if id(t) in capture.returned_inputs else t)
