@@ -313,3 +313,16 @@ def test_setitem_on_a_large_tensor_is_linear_in_its_size():
     expected = np.zeros((300, 300), np.float32)
     expected[:150, ::2] = 1.0
     assert_close(t.numpy(), expected)
+
+
+def test_gathering_rows_of_images_gets_a_register_tile():
+    # X[idx] on (N, 1, 28, 28) uint8 rows: laid out as (selections, rest, rows), the CPU opts tile the reduce; as
+    # (128, 1, 28, 28) they found none and a batch took seconds
+    from tinygrad_core import Device
+    from tinygrad_core.codegen.opts import choose_opts
+    x = rand_array((600, 1, 28, 28), 0, 255, dtype=np.uint8)
+    idx = np.random.default_rng(1).integers(0, 600, 128)
+    out = Tensor(x)[Tensor(idx).realize()]
+    if Device.DEFAULT == "CPU":
+        assert choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).upcast
+    assert_close(out.numpy(), x[idx])

@@ -455,9 +455,15 @@ def getitem(t, indices):
     hits, index_shape = _index_mask(x, tensors)
     axes = [a for a, _ in tensors]
     others = [d for d in range(x.ndim) if d not in axes]
-    indexed = tuple(x.shape[a] for a in axes)
-    values = x.permute(others + axes).reshape((1,) * len(index_shape) + tuple(x.shape[d] for d in others) + indexed)
-    out = _pick(hits.reshape(index_shape + (1,) * len(others) + indexed), values, tuple(range(-len(axes), 0)))
+    other_shape, indexed = tuple(x.shape[d] for d in others), prod(x.shape[a] for a in axes)
+    # as (selections, rest, indexed) with one reduce axis: the CPU opts tile a 2-D output well, while one shaped
+    # (128, 1, 28, 28) (MNIST rows) got no tile; and leading index dims are merged before they move, as a reshape of
+    # a permuted view costs index arithmetic in every load
+    if axes == list(range(len(axes))):
+        values = x.reshape(indexed, prod(other_shape)).permute(1, 0).reshape(1, prod(other_shape), indexed)
+    else:
+        values = x.permute(others + axes).reshape(1, prod(other_shape), indexed)
+    out = _pick(hits.reshape(prod(index_shape), 1, indexed), values, -1).reshape(index_shape + other_shape)
     return out.permute(_layout(axes, len(index_shape), out.ndim))
 
 
