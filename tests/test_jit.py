@@ -232,3 +232,16 @@ def test_a_namedtuple_of_outputs_comes_back_as_one_with_this_calls_values():
         assert isinstance(out, Pair)
         assert_close(out.doubled.sum().numpy(), (x * 2).sum())
         assert_close(out.same.numpy(), x)
+
+
+def test_a_value_derived_from_a_weight_before_the_capture_is_recomputed_by_replays():
+    w = Tensor(np.arange(4, dtype=np.float32)).contiguous().realize()
+    before = w.mean()
+    held = before.uop           # the weight's mean, computed before the capture and kept alive
+    before.realize()
+    f = TinyJit(lambda x: (x - w.mean()).realize())
+    x = np.ones(4, np.float32)
+    f(Tensor(x)), f(Tensor(x))
+    w.assign(Tensor(np.full(4, 10.0, np.float32))).realize()
+    assert_close(f(Tensor(x)).numpy(), x - 10)
+    assert held in realized

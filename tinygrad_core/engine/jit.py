@@ -137,9 +137,11 @@ class TinyJit:
         from tinygrad_core.tensor import Tensor
         from tinygrad_core.creation import random_offset_buffers
         before = dict(random_offset_buffers)
-        # new versions of the inputs: what an earlier call computed from the same tensors must be computed (and so
-        # recorded) again, not found in schedule.realized
-        _renew(_views(inputs), {buffer_of(t.uop) for t in inputs}, {})
+        # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
+        # be computed, and so recorded, again, not found in schedule.realized (a replay after the weights change would
+        # read it). Tensors keeping a graph for backward() keep it
+        plain = [(t, t.uop) for t in list(Tensor._live) if _leaf(t.uop) is not None]
+        _renew(plain, {_leaf(view).arg[0] for _, view in plain}, {})
         realize.capturing = recording = []
         try:
             ret = self.fn(*args, **kwargs)
