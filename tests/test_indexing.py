@@ -326,3 +326,12 @@ def test_gathering_rows_of_images_gets_a_register_tile():
     if Device.DEFAULT == "CPU":
         assert choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).upcast
     assert_close(out.numpy(), x[idx])
+
+
+def test_setitem_at_a_symbolic_position():
+    from tinygrad_core import Variable
+    cache = Tensor.zeros(6, 2).contiguous().realize()
+    pos = Variable("pos", 0, 5)
+    cache[pos.bind(3)] = Tensor([1.0, 2.0])
+    cache[pos.bind(1):pos.bind(1) + 1] = Tensor([[3.0, 4.0]])
+    assert cache.numpy().tolist() == [[0, 0], [3, 4], [0, 0], [1, 2], [0, 0], [0, 0]]

@@ -22,14 +22,13 @@ SORT_INPUTS = {"special": SPECIAL, "ties": TIES, "int_extremes": INT_EXTREMES,
 
 
 def grad_of(fn, x: np.ndarray, seed=7):
-    """(tinygrad, torch) gradients of a weighted sum of fn's first output."""
-    w = rand_array(np.asarray(fn(torch.tensor(x))[0]).shape if isinstance(fn(torch.tensor(x)), tuple) else
-                   fn(torch.tensor(x)).shape, 0.5, 1.5, seed=seed)
-    t, tt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
-    for inp, w_ in ((t, Tensor(w)), (tt, torch.tensor(w))):
-        out = fn(inp)
-        ((out[0] if isinstance(out, tuple) else out) * w_).sum().backward()
-    return t.grad.numpy(), tt.grad.numpy()
+    """(tinygrad, torch) gradients of a weighted sum of fn's (first) output."""
+    t, reference = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    outs = [out[0] if isinstance(out, tuple) else out for out in (fn(t), fn(reference))]
+    w = rand_array(tuple(outs[1].shape), 0.5, 1.5, seed=seed)
+    (outs[0] * Tensor(w)).sum().backward()
+    (outs[1] * torch.tensor(w)).sum().backward()
+    return t.grad.numpy(), reference.grad.numpy()
 
 
 @pytest.mark.parametrize("name", SORT_INPUTS)
