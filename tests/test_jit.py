@@ -245,3 +245,25 @@ def test_a_value_derived_from_a_weight_before_the_capture_is_recomputed_by_repla
     w.assign(Tensor(np.full(4, 10.0, np.float32))).realize()
     assert_close(f(Tensor(x)).numpy(), x - 10)
     assert held in realized
+
+
+def test_assigning_a_never_realized_weight_reaches_the_replays():
+    from tinygrad_core.nn import Linear
+    layer = Linear(3, 2)                       # lazy weights until something realizes them
+    forward = TinyJit(lambda x: layer(x).realize())
+    x = np.ones((1, 3), np.float32)
+    for _ in range(3):
+        forward(Tensor(x))
+    layer.bias.assign(layer.bias + 0.5)
+    expected = x @ layer.weight.numpy().T + layer.bias.numpy()
+    np.testing.assert_allclose(forward(Tensor(x)).numpy(), expected, rtol=1e-6)
+
+
+def test_jit_0_runs_the_function_every_call():
+    from tinygrad_core import Context
+    calls = []
+    f = TinyJit(lambda x: calls.append(1) or (x * 2).realize())
+    with Context(JIT=0):
+        for _ in range(4):
+            assert f(Tensor([1.0])).tolist() == [2.0]
+    assert len(calls) == 4 and not f.captures

@@ -244,6 +244,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             x = x.cast(self.dtype)
         if x.device != self.device:
             x = x.to(self.device)
+        if buffer_of(self.uop) is None:
+            # a lazy target gets its buffer first: replacing its graph instead would leave a TinyJit recording (or any
+            # graph already built on it) computing the old value
+            self.realize()
         target = buffer_of(self.uop)
         if target is None:
             self.uop = x.uop

@@ -9,7 +9,7 @@ import weakref
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.engine import realize
-from tinygrad_core.helpers import DEBUG
+from tinygrad_core.helpers import DEBUG, JIT
 from tinygrad_core.ops import Ops, UOp, is_symbolic
 from tinygrad_core.schedule import buffer_of, buffer_uop, realized
 
@@ -113,6 +113,8 @@ class TinyJit:
 
     def __call__(self, *args, **kwargs):
         from tinygrad_core.tensor import Tensor
+        if not JIT:                       # JIT=0: run the function as written, every call
+            return self.fn(*args, **kwargs)
         inputs, values = [], {}         # values: of the Variables in the inputs' shapes, or passed bound
         structure = (_key(args, inputs, values), _key(kwargs, inputs, values))
         for t in inputs:
@@ -136,6 +138,10 @@ class TinyJit:
     def _capture(self, signature, inputs, args, kwargs):
         from tinygrad_core.tensor import Tensor
         from tinygrad_core.creation import random_offset_buffers
+        # lazy tensors that exist before the call (a layer's weights that nothing has realized yet) get buffers
+        # now: computed inside the recorded kernels instead, they would keep their first value however they change
+        Tensor.realize_all(*[t for t in list(Tensor._live) if buffer_of(t.uop) is None and t.numel() != 0 and
+                             not any(map(is_symbolic, t.shape))])
         before = dict(random_offset_buffers)
         # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
         # be computed, and so recorded, again, not found in schedule.realized (a replay after the weights change would
