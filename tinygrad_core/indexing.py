@@ -7,7 +7,8 @@ import string
 import numpy as np
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import make_tuple, prod
-from tinygrad_core.ops import is_symbolic
+from tinygrad_core.gradient import Function
+from tinygrad_core.ops import Ops, UOp, is_symbolic
 
 SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
@@ -452,6 +453,9 @@ def getitem(t, indices):
     x, tensors, _ = _basic(t, _normalize(t, indices))
     if not tensors:
         return x
+    if len(tensors) == 1:          # one index tensor: a load at the index read, not a one-hot sum over the axis
+        axis, index = tensors[0]
+        return _Gather.apply(x, index.contiguous(), axis=axis)
     hits, index_shape = _index_mask(x, tensors)
     axes = [a for a, _ in tensors]
     others = [d for d in range(x.ndim) if d not in axes]
@@ -557,3 +561,19 @@ def einsum(formula: str, *operands):
     product = product._broadcast_to(tuple(sizes[c] for c in letters))
     summed = tuple(range(len(output), len(letters)))
     return product.sum(summed) if summed else product
+
+
+class _Gather(Function):
+    """x's slices at index along axis, read by address (Ops.GATHER). The gradient adds each output slice back to
+    the position it came from: a one-hot sum over the index."""
+    def forward(self, x, index, axis: int):
+        self.index, self.axis, self.n = index, axis, x.shape[axis]
+        return type(x)(UOp(Ops.GATHER, x.dtype, (x.uop, index.uop), axis))
+
+    def backward(self, grad_output):
+        index, axis, n, k = self.index, self.axis, self.n, self.index.ndim
+        count = prod(index.shape)
+        hits = index.reshape(count, 1) == type(index).arange(n, device=index.device).reshape(1, n)
+        g = grad_output.reshape(grad_output.shape[:axis] + (count, 1) + grad_output.shape[axis + k:])
+        hits = hits.reshape((1,) * axis + (count, n) + (1,) * (grad_output.ndim - axis - k))
+        return hits.where(g, 0).sum(axis), None

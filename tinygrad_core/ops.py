@@ -29,6 +29,8 @@ class Ops(Enum):
     COPY = auto()          # moves a value to another device; arg = device name
     ASSIGN = auto()        # src = (target, value): write value into target's buffer
     CUSTOM = auto()        # a user Function: the value of src[0], with arg.backward as its gradient rule
+    GATHER = auto()        # src = (x, index): x's elements at index along axis arg (shape: x's, index's in place of
+                           # that axis); lowered to a load whose address is read from index (tensor.py's _Gather)
     BIND = auto()          # a Variable with its value for this computation; src = (DEFINE_VAR, CONST)
     # --- kernel ops: what a renderer receives, in order ---
     SINK = auto()          # the root of a kernel graph
@@ -370,6 +372,8 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
         return tuple(1 if i in arg[1] else s for i, s in enumerate(src_shape))
     if op is Ops.ASSIGN:
         return u.src[0].shape
+    if op is Ops.GATHER:
+        return src_shape[:arg] + u.src[1].shape + src_shape[arg + 1:]
     return src_shape
 
 

@@ -71,6 +71,8 @@ class Lowerer:
             return self.lower(src[0], idxs, valids)
         if op is Ops.REDUCE_AXIS:
             return self._lower_reduce(node, idxs, valids)
+        if op is Ops.GATHER:
+            return self._lower_gather(node, idxs, valids)
         if op is Ops.PAD and 0 in src[0].shape:      # padding an empty tensor: all padding, nothing to read
             return (UOp(Ops.CONST, node.dtype, (), 0),) * len(idxs)
         if op is Ops.PAD:
@@ -91,6 +93,21 @@ class Lowerer:
         if op in GroupOp.MOVEMENT:
             return self.lower(src[0], tuple(move_index(node, idx) for idx in idxs), valids)
         raise NotImplementedError(f"can't lower {op} inside a kernel (the scheduler should have cut it out)")
+
+    def _lower_gather(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        """x[..., index[j], ...]: the index is loaded, and becomes part of x's address. An index outside [-n, n)
+        reads 0 (as the one-hot selection does); the address is taken modulo n, so no load leaves the buffer."""
+        x, index = node.src
+        axis, k, n = node.arg, len(index.shape), x.shape[node.arg]
+        picks = self.lower(index, tuple(idx[axis:axis + k] for idx in idxs), valids)
+        src_idxs, src_valids = [], []
+        for idx, valid, pick in zip(idxs, valids, picks):
+            at = UOp(Ops.CAST, sym.INDEX, (pick,))
+            inside = sym.and_(sym.ge(at, -n), sym.lt(at, n))
+            wrapped = UOp(Ops.MOD, sym.INDEX, (UOp(Ops.ADD, sym.INDEX, (at, sym.const(n))), sym.const(n)))
+            src_idxs.append(idx[:axis] + (wrapped,) + idx[axis + k:])
+            src_valids.append(sym.and_(valid, inside))
+        return self.lower(x, tuple(src_idxs), tuple(src_valids))
 
     def _lower_reduce(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
         reduce_op, axes = node.arg

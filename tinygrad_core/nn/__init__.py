@@ -221,9 +221,7 @@ class Embedding(Layer):
     def __call__(self, idx: Tensor) -> Tensor:
         if not dtypes.is_int(idx.dtype):
             raise TypeError(f"Embedding needs integer indices, got {idx.dtype}; use idx.cast(dtypes.int32)")
-        # a one-hot matrix times the table: a matmul the scheduler fuses, and its gradient is the scatter-add
-        one_hot = idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device)
-        return one_hot.cast(self.weight.dtype) @ self.weight
+        return self.weight[idx]      # rows read by address; the gradient adds back into the rows read
 
 
 class LSTMCell(Layer):
