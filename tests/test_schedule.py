@@ -217,3 +217,19 @@ def test_im2col_conv_output_is_written_as_the_matmul_makes_it():
     (_, _), (x, w) = realized_inputs((2, 4, 14, 14), (8, 4, 3, 3))
     shapes = [item.node.shape for item in x.conv2d(w, padding=1, stride=2).relu().schedule()]
     assert (2, 7, 7, 8) in shapes and shapes[-1] == (2, 8, 7, 7), shapes
+
+
+def test_a_reduce_cut_late_keeps_its_product_in_its_own_kernel():
+    # a conv whose output a max-pool reads twice: the pool's walk went inside the conv's reduce before cutting it, and
+    # the product it had seen there was then copied out as "read by two kernels" (10000 images: 381 GB)
+    from tinygrad_core import nn
+    import tinygrad_core.nn_ops as nn_ops
+    convs = nn.Conv2d(1, 4, 5), nn.Conv2d(4, 4, 5), nn.Conv2d(4, 8, 3)
+    x = Tensor.rand(2, 1, 28, 28).realize()
+    old, nn_ops.IM2COL_BYTES = nn_ops.IM2COL_BYTES, 0          # in-place windows, as a large batch takes
+    try:
+        out = convs[2](convs[1](convs[0](x).relu()).relu().max_pool2d((2, 2))).sum()
+        biggest = max(item.bufs[0].size for item in out.schedule())
+    finally:
+        nn_ops.IM2COL_BYTES = old
+    assert biggest <= 2 * 4 * 24 * 24, biggest

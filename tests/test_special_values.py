@@ -182,3 +182,33 @@ def test_isclose_and_allclose():
             torch.tensor(a).isclose(torch.tensor(b), equal_nan=equal_nan).tolist()
     assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-6])) is True
     assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.1])) is False
+
+
+def test_logsumexp_gradient_reaches_the_maximum():
+    for x in ([-1.0], [1.0, 3.0, 2.0], [[0.5, 0.5], [2.0, -1.0]]):
+        ours, theirs = grads(lambda a: a.logsumexp(-1), x)
+        same(ours, theirs)
+
+
+def test_stack_as_a_method_and_a_function():
+    a, b = Tensor([1.0]), Tensor([2.0])
+    assert a.stack(b).tolist() == [[1.0], [2.0]] == Tensor.stack(a, b).tolist() == Tensor.stack([a, b]).tolist()
+    assert a.stack(b, dim=1).shape == (1, 2)
+
+
+@pytest.mark.parametrize("name", ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf"])
+def test_inverse_and_hyperbolic_gradients_far_out(name):
+    # torch's derivative formulas, also where the value is NaN (acosh below 1, atanh past 1)
+    values = {"asin": [-0.9, 0.0, 0.3, 0.7], "acos": [-0.9, 0.0, 0.3, 0.7], "atan": [-300.0, 0.0, 2.0, 1e20],
+              "sinh": [-60.0, 0.2, 3.0, 60.0], "cosh": [-60.0, 0.2, 3.0, 60.0], "erf": [-30.0, -1e-6, 0.4, 3.0],
+              "asinh": [-300.0, 0.05, 2.0, 303.0], "acosh": [-300.0, -2.0, 1.5, 300.0],
+              "atanh": [-300.0, -0.5, 0.05, 303.0]}[name]
+    ours, theirs = grads(lambda a: getattr(a, name)(), values)
+    same(ours, theirs, rtol=2e-5)
+
+
+def test_erf_keeps_its_digits_near_zero():
+    x = [1e-6, -1e-3, 0.0156, 0.3, -0.49]
+    same(Tensor(x).erf(), torch.tensor(x).erf(), rtol=2e-6, atol=0)
+    same(Tensor(x, dtype=dtypes.float16).erf(), torch.tensor(x, dtype=torch.float16).erf(), rtol=1e-3, atol=6e-8)
+    same(Tensor(x, dtype=dtypes.float64).erf(), torch.tensor(x, dtype=torch.float64).erf(), rtol=1e-14, atol=0)

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 # Taylor coefficients of asin (odd powers) and sinh, as many as float64 needs at |x| = 1/2 (float32 takes fewer)
 _ASIN_TAYLOR = [math.comb(2 * n, n) / (4 ** n * (2 * n + 1)) for n in range(26)]
 _SINH_TAYLOR = [1 / math.factorial(2 * n + 1) for n in range(26)]
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+_ERF_TAYLOR = [_TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(26)]
 _SIGNED_OF_SIZE = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 
 
@@ -45,53 +47,28 @@ class ElementwiseOps:
         return type(self)(cos_uop(self._float().uop))
 
     def asin(self) -> Tensor:
-        x = self._float()
-        # |x| <= 1/2 by a series; beyond, asin(x) = pi/2 - 2 asin(sqrt((1 - |x|) / 2)), whose argument is <= 1/2
-        a = x.abs()
-        inner = ((1 - a) * 0.5).sqrt()
-        big = (math.pi / 2 - 2 * _odd_series(inner, _ASIN_TAYLOR, x.dtype)).mul(x.sign())
-        return (a <= 0.5).where(_odd_series(x, _ASIN_TAYLOR, x.dtype), (a <= 1).where(big, math.nan))
+        return _Smooth.apply(self._float(), value=_asin, derivative=lambda x: (1 - x * x).rsqrt())
 
     def acos(self) -> Tensor:
-        x = self._float()
-        # near +-1 from the half-angle form directly, so acos(1 - tiny) keeps its digits
-        upper = 2 * _odd_series(((1 - x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
-        lower = math.pi - 2 * _odd_series(((1 + x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
-        return (x > 0.5).where(upper, (x < -0.5).where(lower, math.pi / 2 - x.asin()))
+        return _Smooth.apply(self._float(), value=_acos, derivative=lambda x: -(1 - x * x).rsqrt())
 
     def atan(self) -> Tensor:
-        x = self._float()
-        a = x.abs()
-        t = (a > 1).where(1 / a, a)                      # atan(a) = pi/2 - atan(1/a) for a > 1
-        small = (t * (1 + t * t).rsqrt()).asin()
-        return (a > 1).where(math.pi / 2 - small, small).mul(x.sign())
+        return _Smooth.apply(self._float(), value=_atan, derivative=lambda x: 1 / (1 + x * x))
 
     def sinh(self) -> Tensor:
-        x = self._float()
-        wide = ((x - math.log(2)).exp() - (-x - math.log(2)).exp())     # e^x/2 - e^-x/2, finite as long as cosh is
-        return (x.abs() < 0.5).where(_odd_series(x, _SINH_TAYLOR, x.dtype), wide)
+        return _Smooth.apply(self._float(), value=_sinh, derivative=lambda x: x.cosh())
 
     def cosh(self) -> Tensor:
-        x = self._float()
-        return (x - math.log(2)).exp() + (-x - math.log(2)).exp()
+        return _Smooth.apply(self._float(), value=_cosh, derivative=lambda x: x.sinh())
 
     def asinh(self) -> Tensor:
-        x = self._float()
-        a = x.abs()
-        # large |x|: log(2|x|) (x*x would overflow); small: the series (log(1 + tiny) loses the digits)
-        wide = (a > 1e4).where(a.log() + math.log(2), (a + (a * a + 1).sqrt()).log())
-        series = _odd_series(a, [(-1) ** n * c for n, c in enumerate(_ASIN_TAYLOR)], x.dtype)
-        return (a < 0.1).where(series, wide) * x.sign()
+        return _Smooth.apply(self._float(), value=_asinh, derivative=lambda x: (x * x + 1).rsqrt())
 
     def acosh(self) -> Tensor:
-        x = self._float()
-        wide = (x > 1e4).where(x.log() + math.log(2), (x + (x * x - 1).sqrt()).log())   # (x*x would overflow)
-        return (x < 1).where(math.nan, wide)
+        return _Smooth.apply(self._float(), value=_acosh, derivative=lambda x: (x * x - 1).rsqrt())
 
     def atanh(self) -> Tensor:
-        x = self._float()
-        series = _odd_series(x, [1 / (2 * n + 1) for n in range(len(_ASIN_TAYLOR))], x.dtype)
-        return (x.abs() < 0.1).where(series, ((1 + x) / (1 - x)).log() * 0.5)
+        return _Smooth.apply(self._float(), value=_atanh, derivative=lambda x: 1 / (1 - x * x))
 
     def copysign(self, other) -> Tensor:
         """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
@@ -223,10 +200,9 @@ class ElementwiseOps:
     clamp = clip
 
     def erf(self) -> Tensor:
-        # Abramowitz and Stegun 7.1.26 (max error 1.5e-7)
-        t = 1.0 / (1.0 + 0.3275911 * self.abs())
-        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-        return self.sign() * (1.0 - poly * (-(self * self)).exp())
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (1 - poly * e^-x^2 cancels in 16 bits)
+            return self.float().erf().cast(self.dtype)
+        return _Smooth.apply(self._float(), value=_erf, derivative=lambda x: (-(x * x)).exp() * _TWO_OVER_SQRT_PI)
 
     def lerp(self, end: Tensor, weight) -> Tensor:
         return self + (end - self) * weight
@@ -249,3 +225,70 @@ class _Abs(Function):
         return (x <= 0).where(0.0 - x, x)
 
     def backward(self, grad_output): return grad_output * self.x.sign()  # noqa: E704
+
+
+def _asin(x: Tensor) -> Tensor:
+    # |x| <= 1/2 by a series; beyond, asin(x) = pi/2 - 2 asin(sqrt((1 - |x|) / 2)), whose argument is <= 1/2
+    a = x.abs()
+    inner = ((1 - a) * 0.5).sqrt()
+    big = (math.pi / 2 - 2 * _odd_series(inner, _ASIN_TAYLOR, x.dtype)).mul(x.sign())
+    return (a <= 0.5).where(_odd_series(x, _ASIN_TAYLOR, x.dtype), (a <= 1).where(big, math.nan))
+
+
+def _acos(x: Tensor) -> Tensor:
+    # near +-1 from the half-angle form directly, so acos(1 - tiny) keeps its digits
+    upper = 2 * _odd_series(((1 - x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
+    lower = math.pi - 2 * _odd_series(((1 + x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
+    return (x > 0.5).where(upper, (x < -0.5).where(lower, math.pi / 2 - x.asin()))
+
+
+def _atan(x: Tensor) -> Tensor:
+    a = x.abs()
+    t = (a > 1).where(1 / a, a)                      # atan(a) = pi/2 - atan(1/a) for a > 1
+    small = (t * (1 + t * t).rsqrt()).asin()
+    return (a > 1).where(math.pi / 2 - small, small).mul(x.sign())
+
+
+def _sinh(x: Tensor) -> Tensor:
+    wide = ((x - math.log(2)).exp() - (-x - math.log(2)).exp())     # e^x/2 - e^-x/2, finite as long as cosh is
+    return (x.abs() < 0.5).where(_odd_series(x, _SINH_TAYLOR, x.dtype), wide)
+
+
+def _cosh(x: Tensor) -> Tensor:
+    return (x - math.log(2)).exp() + (-x - math.log(2)).exp()
+
+
+def _asinh(x: Tensor) -> Tensor:
+    a = x.abs()
+    # large |x|: log(2|x|) (x*x would overflow); small: the series (log(1 + tiny) loses the digits)
+    wide = (a > 1e4).where(a.log() + math.log(2), (a + (a * a + 1).sqrt()).log())
+    series = _odd_series(a, [(-1) ** n * c for n, c in enumerate(_ASIN_TAYLOR)], x.dtype)
+    return (a < 0.1).where(series, wide) * x.sign()
+
+
+def _acosh(x: Tensor) -> Tensor:
+    wide = (x > 1e4).where(x.log() + math.log(2), (x + (x * x - 1).sqrt()).log())   # (x*x would overflow)
+    return (x < 1).where(math.nan, wide)
+
+
+def _atanh(x: Tensor) -> Tensor:
+    series = _odd_series(x, [1 / (2 * n + 1) for n in range(len(_ASIN_TAYLOR))], x.dtype)
+    return (x.abs() < 0.1).where(series, ((1 + x) / (1 - x)).log() * 0.5)
+
+
+def _erf(x: Tensor) -> Tensor:
+    # near 0 the Taylor series (the fit below has an absolute error of 1.5e-7, too much for erf(1e-6)); beyond,
+    # Abramowitz and Stegun 7.1.26
+    t = 1.0 / (1.0 + 0.3275911 * x.abs())
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return (x.abs() < 0.5).where(_odd_series(x, _ERF_TAYLOR, x.dtype), x.sign() * (1.0 - poly * (-(x * x)).exp()))
+
+
+class _Smooth(Function):
+    """An elementwise function given with its derivative. Through the composition, a branch that isn't selected
+    (a series past its range, an exp that overflows) would meet a zero gradient as 0 * inf = NaN."""
+    def forward(self, x, value, derivative):
+        self.x, self.derivative = x, derivative
+        return value(x)
+
+    def backward(self, grad_output): return grad_output * self.derivative(self.x)  # noqa: E704

@@ -7,6 +7,12 @@ import itertools
 import math
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import make_tuple, prod, flatten, ceildiv
+from tinygrad_core.schedule import buffer_of
+
+
+# im2col copies each output position's window out: past this many bytes (a 10000-image batch through a 5x5 conv is
+# gigabytes) the windows are read in place instead, slower but in the input's own memory
+IM2COL_BYTES = 1 << 28
 
 
 class NNOps:
@@ -124,13 +130,15 @@ class NNOps:
             raise RuntimeError(f"conv kernel {tuple(kernel)} (dilation {dilation}) of weight {weight.shape} is larger "
                                f"than the input {self.shape} padded to {tuple(padded)}")
         x = self.pad(((0, 0), (0, 0), *pads))
-        if any(p != (0, 0) for p in pads):
+        if any(p != (0, 0) for p in pads) or buffer_of(x.uop) is None:
             # the padded input is copied once so the window's loads need no bounds checks: the conv's inner loop
-            # then reads memory unconditionally and vectorises (30x faster on CPU for a padded 3x3 conv)
+            # then reads memory unconditionally and vectorises (30x faster on CPU for a padded 3x3 conv). So is a
+            # computed input: the scheduler would otherwise copy its windows out, kernel-size times its size
             x = x.contiguous()
         x = x._pool(tuple(kernel), stride, dilation)                                   # bs, cin, *out, *kernel
         outs, per_group, window = x.shape[2:2 + dims], cout // groups, cin_group * prod(kernel)
-        if all(s == 1 for s in make_tuple(stride, dims)) and outs[-1] % 16 == 0:
+        im2col_bytes = bs * prod(outs) * groups * window * self.dtype.itemsize
+        if all(s == 1 for s in make_tuple(stride, dims)) and outs[-1] % 16 == 0 or im2col_bytes > IM2COL_BYTES:
             # stride 1 and output rows of whole vectors: the product-sum reads the windows in place (neighbouring
             # outputs read neighbouring inputs, so its loads vectorise along the rows; 2-4x faster than im2col here)
             x = x.reshape(bs, groups, cin_group, 1, *outs, *kernel)

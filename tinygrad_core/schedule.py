@@ -98,9 +98,9 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     done = 0
     while done < len(roots):
         root = roots[done]
-        done += 1
         walked: set = set()
         stack = [(s, root.op is Ops.REDUCE_AXIS, root.op is Ops.REDUCE_AXIS) for s in _kernel_inputs(root)]
+        walk_again = False
         while stack:
             u, repeated, in_reduce = stack.pop()
             u = _resolve(u)
@@ -109,6 +109,8 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
             walked.add((u, repeated))
             if u.op is Ops.REDUCE_AXIS and (repeated or reached_by.setdefault(u, root) is not root):
                 make_root(u)
+                # this walk went inside it by another path first: what it found there belongs to u's kernel now
+                walk_again = walk_again or (u, False) in walked
                 continue
             # (views alone are not copied out: a copy of a convolution's windows would be 9x its input, and read
             # in a worse order than the input itself)
@@ -123,6 +125,11 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
                 continue
             stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), in_reduce or u.op is Ops.REDUCE_AXIS)
                          for s in u.src)
+        if walk_again:
+            for u in [u for u, first in reached_by.items() if first is root]:
+                del reached_by[u]
+            continue
+        done += 1
         if root.op is Ops.ASSIGN:
             _guard_assign(root, make_root)
 

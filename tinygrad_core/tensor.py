@@ -614,9 +614,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if x.numel() == 0:
             return x.sum(axis, keepdim).log()          # (over an empty axis: log 0 = -inf)
         m = x.max(axis, keepdim=True).detach()
-        # where x is the (infinite) maximum itself, x - m would be inf - inf: its term is e^0 = 1
-        shifted = (x == m).where(0.0, x - m)
-        return shifted.exp().sum(axis, keepdim=True).log().add(m).reshape(x.sum(axis, keepdim).shape)
+        m = m.isinf().where(0.0, m)               # an infinite maximum is not subtracted: inf - inf would be NaN
+        return (x - m).exp().sum(axis, keepdim=True).log().add(m).reshape(x.sum(axis, keepdim).shape)
 
     def softmax(self, axis=-1) -> Tensor:
         if self.numel() == 0:          # nothing to normalise (the axis is still checked)
@@ -860,9 +859,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             start += t.shape[dim]
         return out
 
-    @staticmethod
-    def stack(*tensors, dim: int = 0) -> Tensor:
-        tensors = argfix(*tensors)
+    def stack(self, *others, dim: int = 0) -> Tensor:
+        """Tensors of one shape joined along a new axis: a.stack(b, c) or Tensor.stack(a, b, c) (or a list)."""
+        tensors = argfix(self, *others)
         if not tensors:
             raise ValueError("stack needs at least one tensor")
         first = tensors[0]
