@@ -34,7 +34,7 @@ def test_matmul_of_0d():
 
 @pytest.mark.parametrize("new_shape", [(5, 2), (7,), (-1, 5), (-1, -1), (2, -2)], ids=str)
 def test_reshape_mismatch(new_shape):
-    with pytest.raises(ValueError, match=r"\(3, 4\)") as e:
+    with pytest.raises((ValueError, RuntimeError), match=r"\(3, 4\)") as e:
         Tensor.ones(3, 4).reshape(new_shape)
     msg = str(e.value)
     assert "reshape" in msg
@@ -136,7 +136,7 @@ def test_value_errors_in_creation():
         Tensor.full((2, -1), 0.0)
     with pytest.raises(ValueError, match="low=5, high=5"):
         Tensor.randint(3, low=5, high=5)
-    with pytest.raises(ValueError, match="clip"):
+    with pytest.raises(RuntimeError, match="clip"):
         Tensor.ones(2).clip()
 
 

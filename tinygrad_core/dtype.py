@@ -119,6 +119,11 @@ UNSIGNED, INTS, FLOATS = dtypes.uints, dtypes.ints, dtypes.floats
 BY_NAME = {name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType)}
 
 
+def _to_np_dtype(dt: DType):
+    """The numpy scalar type tinygrad's tests compare a dtype's values in (bfloat16 as float32)."""
+    return np.float32 if dt == dtypes.bfloat16 else dt.np.type
+
+
 def to_dtype(x) -> DType:
     """Accept a DType, a name ("float32", "half"), or a numpy dtype; refuse anything else clearly."""
     if isinstance(x, DType):

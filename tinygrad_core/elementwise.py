@@ -189,7 +189,7 @@ class ElementwiseOps:
         """Values below min_ become min_, above max_ become max_ (max_ wins if min_ > max_); NaN stays NaN, and the
         gradient is 1 up to and at the bounds, as in PyTorch."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs at least one of min_ and max_")
+            raise RuntimeError("clip needs at least one of min_ and max_")
         out = self
         if min_ is not None:
             out = (out < min_).where(min_, out)

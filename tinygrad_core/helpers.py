@@ -57,6 +57,7 @@ NOOPT = ContextVar("NOOPT", 0)     # 1: no upcasting/unrolling/local sizes (plai
 BEAM = ContextVar("BEAM", 0)       # 1: time a few candidate opts per new kernel and keep the fastest (engine/search.py)
 TRAINING = ContextVar("TRAINING", 0)   # BatchNorm uses batch statistics, dropout drops, optimizers may step
 JIT = ContextVar("JIT", 1)
+IMAGE = ContextVar("IMAGE", 0)          # tinygrad's image (texture) kernels: no backend here has them, so it stays 0
 DISK_CACHE = ContextVar("DISK_CACHE", 1)   # 0: compile every kernel afresh instead of reusing the on-disk cache
 
 

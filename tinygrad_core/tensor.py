@@ -11,7 +11,7 @@ import re
 import weakref
 import numpy as np
 from tinygrad_core.device import Buffer, Device
-from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32
+from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype  # noqa: F401
 from tinygrad_core.gradient import compute_gradient, Function
 from tinygrad_core.helpers import argfix, prod
 from tinygrad_core.ops import Ops, UOp, is_symbolic
@@ -368,7 +368,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
 
     def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
         if rounding_mode not in (None, "trunc", "floor"):
-            raise ValueError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            raise RuntimeError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         a, b = self._to_operand(x, reverse)
         if rounding_mode == "trunc":
             return a.idiv(b) if dtypes.is_int(a.dtype) else (a / b).trunc()
@@ -684,7 +684,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if any(map(is_symbolic, shape + self.shape)):
             return self._reshape_symbolic(shape)
         if shape.count(-1) > 1:
-            raise ValueError(f"can't reshape {self.shape} to {shape}: only one dimension can be -1")
+            raise RuntimeError(f"can't reshape {self.shape} to {shape}: only one dimension can be -1")
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
             if known == 0 or self.numel() % known:
@@ -729,6 +729,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         """padding: ((before, after), ...) per axis, or a flat PyTorch-style (last_before, last_after, ...). mode:
         'constant' (filled with value), 'reflect', 'replicate' or 'circular' (see NNOps._pad_mode)."""
         if padding and all(isinstance(p, int) for p in padding):
+            if len(padding) % 2 or len(padding) > 2 * self.ndim:
+                raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape} (a flat padding "
+                                 f"has an even length up to {2 * self.ndim}), got {padding}")
             flat = list(padding)
             pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
             padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1]
@@ -841,7 +844,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             if not isinstance(t, Tensor):
                 raise TypeError(f"cat takes tensors, got {type(t).__name__} at position {i}")
             if t.ndim == 0:
-                raise RuntimeError(f"a 0-d tensor (at position {i}) can't be concatenated; unsqueeze it or use stack")
+                raise IndexError(f"a 0-d tensor (at position {i}) can't be concatenated; unsqueeze it or use stack")
             if t.device != self.device:
                 raise RuntimeError(f"cat: tensors are on different devices ({self.device} and {t.device})")
         dim = self._axis(dim)
