@@ -520,9 +520,9 @@ def einsum(formula: str, *operands):
     inputs, arrow, output = formula.partition("->")
     written = inputs.split(",")
     if len(written) != len(operands):
-        raise ValueError(f"einsum {formula!r} names {len(written)} operands, got {len(operands)}")
+        raise RuntimeError(f"einsum {formula!r} names {len(written)} operands, got {len(operands)}")
     if bad := sorted(set(inputs.replace("...", "") + output.replace("...", "")) - set(string.ascii_letters + ",")):
-        raise ValueError(f"einsum {formula!r}: {bad[0]!r} isn't a subscript; use letters a-z, A-Z and '...'")
+        raise RuntimeError(f"einsum {formula!r}: {bad[0]!r} isn't a subscript; use letters a-z, A-Z and '...'")
     # '...' stands for the dims the letters don't name, with letters of their own, broadcast right-aligned
     spare = [c for c in string.ascii_letters if c not in formula]
     covered = [op.ndim - len(s) + 3 if "..." in s else 0 for s, op in zip(written, operands)]
@@ -535,15 +535,15 @@ def einsum(formula: str, *operands):
     sizes: dict[str, int] = {}
     for n, (spec, op) in enumerate(zip(specs, operands)):
         if len(spec) != op.ndim:
-            raise ValueError(f"einsum operand {n} has subscripts {written[n]!r} but shape {op.shape} ({op.ndim} dims)")
+            raise RuntimeError(f"einsum operand {n} has subscripts {written[n]!r} but shape {op.shape} ({op.ndim} dims)")
         for letter, size in zip(spec, op.shape):
             if sizes.get(letter, 1) not in (1, size) and size != 1:
-                raise ValueError(f"einsum letter {letter!r} has sizes {sizes[letter]} and {size} "
+                raise RuntimeError(f"einsum letter {letter!r} has sizes {sizes[letter]} and {size} "
                                  f"(operand shapes {[o.shape for o in operands]})")
             sizes[letter] = size if sizes.get(letter, 1) == 1 else sizes[letter]
     for letter in output:
         if letter not in sizes or output.count(letter) > 1:
-            raise ValueError(f"einsum output letter {letter!r} must appear once in the output and in some input "
+            raise RuntimeError(f"einsum output letter {letter!r} must appear once in the output and in some input "
                              f"(formula {formula!r})")
     letters = list(output) + sorted(set(sizes) - set(output))
     product = None
@@ -552,7 +552,7 @@ def einsum(formula: str, *operands):
         while repeated := next((c for c in spec if spec.count(c) > 1), None):
             a, b = spec.index(repeated), spec.index(repeated, spec.index(repeated) + 1)
             if op.shape[a] != op.shape[b]:
-                raise ValueError(f"einsum letter {repeated!r} repeats in {spec!r} over sizes {op.shape[a]} and "
+                raise RuntimeError(f"einsum letter {repeated!r} repeats in {spec!r} over sizes {op.shape[a]} and "
                                  f"{op.shape[b]} (shape {op.shape})")
             op, spec = op.diagonal(0, a, b), "".join(c for k, c in enumerate(spec) if k not in (a, b)) + repeated
         order = sorted(range(len(spec)), key=lambda i: letters.index(spec[i]))
