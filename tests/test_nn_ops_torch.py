@@ -320,3 +320,17 @@ def test_conv2d_bias_and_conv_transpose2d_errors():
         Tensor.ones(1, 3, 5, 5).conv_transpose2d(Tensor.ones(3, 2, 3, 3), groups=2)
     with pytest.raises(RuntimeError, match="output_padding 2"):
         Tensor.ones(1, 2, 5, 5).conv_transpose2d(Tensor.ones(2, 2, 3, 3), stride=2, output_padding=2)
+
+
+@pytest.mark.parametrize("kernel,padding,stride", [((1, 2), (0, 1), (5, 1)), ((2, 2), (1, 1), (7, 3)),
+                                                   ((3, 1), (1, 0), (4, 6))])
+def test_pools_with_strides_past_the_window(kernel, padding, stride):
+    # a stride longer than a window's row used to cut past the end of the repeated rows (ValueError from shrink)
+    x = np.random.default_rng(0).random((1, 2, 8, 8)).astype(np.float32)
+    for ours, theirs in (("avg_pool2d", torch.nn.functional.avg_pool2d), ("max_pool2d", torch.nn.functional.max_pool2d)):
+        t, tt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out, expected = getattr(t, ours)(kernel, stride, padding=padding), theirs(tt, kernel, stride, padding)
+        (out * out).sum().backward()
+        (expected * expected).sum().backward()
+        np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-6, atol=1e-7)

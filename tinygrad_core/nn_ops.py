@@ -40,12 +40,15 @@ class NNOps:
 
     def _overlapping_windows(self, kernel, strides, dilations, outs):
         dims = len(kernel)
-        lead, spatial = self.shape[:-dims], self.shape[-dims:]
-        nl = len(lead)
-        keep = [(0, s) for s in lead]
+        nl = len(self.shape) - dims
+        keep = [(0, s) for s in self.shape[:nl]]
+        # a stride past the row length (i + d) would cut beyond a row: the end is padded (never read by a window)
+        extra = [max(0, o * s - i - d) for o, s, i, d in zip(outs, strides, self.shape[nl:], dilations)]
+        x = self.pad(tuple([(0, 0)] * nl + [(0, e) for e in extra])) if any(extra) else self
+        lead, spatial = x.shape[:nl], x.shape[nl:]
         # repeat each spatial axis enough times that windows can be read as rows of a longer axis
         reps = [ceildiv(k * (i + d), i) for k, i, d in zip(kernel, spatial, dilations)]
-        x = self.reshape(*lead, *flatten((1, i) for i in spatial))
+        x = x.reshape(*lead, *flatten((1, i) for i in spatial))
         x = x.expand(*lead, *flatten((r, i) for r, i in zip(reps, spatial)))
         x = x.reshape(*lead, *[r * i for r, i in zip(reps, spatial)])
         # rows of length i+d: row j starts at j*(i+d), i.e. j*d further along the input (the dilation)
