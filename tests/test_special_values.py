@@ -212,3 +212,27 @@ def test_erf_keeps_its_digits_near_zero():
     same(Tensor(x).erf(), torch.tensor(x).erf(), rtol=2e-6, atol=0)
     same(Tensor(x, dtype=dtypes.float16).erf(), torch.tensor(x, dtype=torch.float16).erf(), rtol=1e-3, atol=6e-8)
     same(Tensor(x, dtype=dtypes.float64).erf(), torch.tensor(x, dtype=torch.float64).erf(), rtol=1e-14, atol=0)
+
+
+def test_a_fresh_accumulator_each_step_starts_at_zero():
+    # tinygrad's gradient-accumulation example: `loss = Tensor.zeros(()).contiguous()` each step, then loss.assign(...)
+    # The graph is the same node every step; it was answered from the buffer the previous step had written
+    totals = []
+    for step in range(4):
+        loss = Tensor.zeros(()).contiguous()
+        for _ in range(2):
+            loss.assign(loss + 1.5)
+            loss.realize()
+        totals.append(loss.item())
+        assert Tensor.zeros(()).contiguous().item() == 0.0
+    assert totals == [3.0] * 4
+
+
+def test_assigning_a_lazy_constant_leaves_other_constants_alone():
+    # Adam's running b1 ** t as `Tensor.ones((1,))`, updated in place, next to a 1.0 of the same shape
+    b1, p = Tensor.ones((1,), requires_grad=False), Tensor.ones(3).contiguous().realize()
+    for step in range(1, 4):
+        b1 *= 0.5
+        p.assign(p.detach() - 1 / (1.0 - b1))
+        Tensor.realize(p, b1)
+        assert b1.item() == 0.5 ** step and (Tensor.ones(1) * 1).item() == 1.0

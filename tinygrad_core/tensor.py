@@ -245,8 +245,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if x.device != self.device:
             x = x.to(self.device)
         if buffer_of(self.uop) is None:
-            # a lazy target gets its buffer first: replacing its graph instead would leave a TinyJit recording (or any
-            # graph already built on it) computing the old value
+            # a lazy target gets a buffer of its own first: replacing its graph instead would leave a TinyJit
+            # recording (or any graph already built on it) computing the old value. Of its own: realized as the
+            # plain graph (Tensor.ones(1)), every later 1.0 of that shape would be read from the buffer written here
+            self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())
             self.realize()
         target = buffer_of(self.uop)
         if target is None:
@@ -257,6 +259,13 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             # other tensors too, so this tensor first takes a copy of its own
             self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())
             self.realize()
+        # a graph that was computed into this buffer (Tensor.zeros(()).contiguous()) no longer has its value there:
+        # built again later, it must be computed again, not read from the buffer written here
+        target = buffer_of(self.uop)
+        for node, view in list(realized.items()):
+            if node is not self.uop and node.op is not Ops.ASSIGN and view.base.op is Ops.BUFFER and \
+                    view.base.arg[0] is target:
+                del realized[node]
         self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
         return self
 
