@@ -3,6 +3,7 @@ the same expression computed naively over every value their variables can take."
 import itertools
 from hypothesis import given, settings, strategies as st
 from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp
 
 
@@ -77,3 +78,8 @@ def test_a_split_index_folds_back_to_itself():
 def test_comparisons_decided_by_bounds_fold_to_constants():
     assert sym.lt(X, 24).arg is True and sym.lt(X, 0).arg is False
     assert sym.ge(X, 0).arg is True
+
+
+def test_a_bool_constant_is_a_bool_whichever_way_it_was_made():
+    zero = UOp(Ops.CONST, dtypes.bool, (), 0)           # made first, as a cast of 0 would
+    assert zero.arg is False and sym.lt(X, 0).arg is False and UOp(Ops.CONST, dtypes.bool, (), 1).arg is True

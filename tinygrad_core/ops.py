@@ -150,6 +150,8 @@ class UOpMeta(type):
     cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src=(), arg=None):
+        if op is Ops.CONST and dtype == dtypes.bool and isinstance(arg, (int, float)):
+            arg = bool(arg)        # one constant False, not a False and a 0 that whichever came first would stand for
         # -0.0 == 0.0 in Python, but they are different constants
         key = (op, dtype, src, (arg, math.copysign(1.0, arg)) if isinstance(arg, float) else arg)
         try:
