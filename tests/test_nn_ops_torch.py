@@ -200,7 +200,7 @@ def test_nll_loss_ignore_index_and_edges():
     # a log-probability of -inf off the target doesn't leak a NaN through 0 * -inf
     x[1, 0] = -np.inf
     against_torch(lambda a, t: a.nll_loss(t), lambda a, t: F.nll_loss(a, t), x, y)
-    with pytest.raises(ValueError, match=r"\(4, 3\).*\(4,\).*\(3,\)"):
+    with pytest.raises(RuntimeError, match=r"\(4, 3\).*\(4,\).*\(3,\)"):
         Tensor(x).nll_loss(Tensor([0, 1, 2]))
     with pytest.raises(RuntimeError, match=r"weight \(2,\).*3 classes"):
         Tensor(x).nll_loss(Tensor(y), Tensor([1.0, 2.0]))

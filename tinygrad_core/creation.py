@@ -78,7 +78,7 @@ class CreationOps:
     def linspace(cls, start, stop, steps: int, device=None, dtype=None, **kwargs) -> Tensor:
         dtype = to_dtype(dtype or dtypes.default_float)
         if dtype == dtypes.bool or not isinstance(steps, int) or steps < 0:
-            raise (TypeError if dtype == dtypes.bool else ValueError)(
+            raise ValueError(
                 f"linspace needs a number dtype and a non-negative int count, got dtype {dtype}, steps {steps!r}")
         if steps == 1:
             return cls([start], device=device, dtype=dtype, **kwargs)

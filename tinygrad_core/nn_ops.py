@@ -421,7 +421,7 @@ class NNOps:
         """Cross-entropy of logits (..., C) and class indices Y (...); labels equal to ignore_index count for
         nothing, in the mean's divisor too (which makes a mean over nothing NaN, as torch)."""
         if self.shape[:-1] != Y.shape:
-            raise ValueError(f"logits {self.shape} need labels of shape {self.shape[:-1]}, got {Y.shape}")
+            raise RuntimeError(f"logits {self.shape} need labels of shape {self.shape[:-1]}, got {Y.shape}")
         if not 0 <= label_smoothing <= 1:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         classes = self.shape[-1]
@@ -461,7 +461,7 @@ class NNOps:
         axis = min(1, self.ndim - 1)
         classes = self.shape[axis]
         if self.shape[:axis] + self.shape[axis + 1:] != Y.shape:
-            raise ValueError(f"nll_loss input {self.shape} (classes on axis {axis}) needs a target of shape "
+            raise RuntimeError(f"nll_loss input {self.shape} (classes on axis {axis}) needs a target of shape "
                              f"{self.shape[:axis] + self.shape[axis + 1:]}, got {Y.shape}")
         if weight is not None and weight.shape != (classes,):
             raise RuntimeError(f"nll_loss weight {weight.shape} should have one entry for each of the {classes} "

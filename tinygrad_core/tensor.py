@@ -924,6 +924,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
                                f"({self.shape})")
         if dtypes.is_float(index.dtype):
             raise IndexError(f"gather: index must be an integer tensor, got {index.dtype}")
+        if any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):
+            raise RuntimeError(f"gather: index {index.shape} is larger than the tensor {self.shape} outside dim {dim}")
         n = self.shape[dim]
         x = self.shrink(tuple((0, i) if d != dim else (0, n) for d, i in enumerate(index.shape)))
         # move dim's values to a new last axis, leaving a size-1 axis where dim was: it broadcasts against index
