@@ -1,6 +1,7 @@
 """Count the core's lines of code: non-blank lines that aren't comments or docstrings, per file and in total.
 
-Usage: python bench/loc.py [package_dir]   (default: tinygrad_core, without its conformance suite)"""
+Usage: python bench/loc.py [package_dir]   (default: tinygrad_core, without its conformance suite
+and the differential fuzzer that sits with it: the tools that check backends, not the framework)"""
 import pathlib
 import sys
 import tokenize

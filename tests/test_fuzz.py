@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tinygrad_core import fuzz
+from tinygrad_core.conformance import fuzz
 
 
 def test_a_seed_gives_the_same_graph():
