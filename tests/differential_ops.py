@@ -580,7 +580,6 @@ XFAIL: dict[tuple[str, str, str], str] = {
     ("nll_loss", "forward", "bfloat16"): "nll_loss of bfloat16 logits is float32 (torch bfloat16)",
     ("square", "grad", "*"): "at -3.4e38 with output gradient -0.5: 3.4e38, torch inf (torch's 2*x overflows first; "
                              "3.4e38 is the exact value: decide which to follow)",
-    ("relu", "grad", "*"): "relu gradient at NaN is 0 (torch 1)",
     ("elu", "grad", "*"): "elu gradient at 1e7 is NaN (torch 1): the unused exp branch overflows",
     ("selu", "grad", "*"): "selu gradient at 1e7 is NaN (torch 1.0507)",
     ("celu", "grad", "*"): "celu gradient at -1.18e-38 is 0.5 (torch 1)",

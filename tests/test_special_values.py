@@ -38,7 +38,7 @@ def test_relu_keeps_nan_and_negative_zero():
     got, expected = Tensor(x).relu().numpy(), torch.tensor(x).relu().numpy()
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
-    ours, theirs = grads(lambda a: a.relu(), [-1.0, 0.0, 2.0])
+    ours, theirs = grads(lambda a: a.relu(), [-1.0, 0.0, 2.0, nan, -0.0])
     same(ours, theirs)
 
 

@@ -121,7 +121,7 @@ class ElementwiseOps:
 
     def relu(self) -> Tensor:
         # as PyTorch's: NaN and -0.0 stay as they are, and the gradient at 0 is 0 (it flows through self * 0)
-        return (self > 0).where(self, (self < 0).where(0, self * 0)).cast(self.dtype)
+        return (self <= 0).where((self < 0).where(0, self * 0), self).cast(self.dtype)
 
     def sigmoid(self) -> Tensor:
         return _Sigmoid.apply(self._float())
