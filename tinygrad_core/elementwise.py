@@ -159,14 +159,16 @@ class ElementwiseOps:
 
     swish = silu
 
+    # the piecewise-linear activations select their pieces (a difference of relus loses the clamp past 1e18), and
+    # their gradients are 0 at the corners, as PyTorch's
     def relu6(self) -> Tensor:
-        return self.relu() - (self - 6).relu()
+        return self.hardtanh(0, 6)
 
     def hardswish(self) -> Tensor:
-        return self * (self + 3).relu6() * (1 / 6)
+        return self * ((self + 3).relu6() * (1 / 6))        # (x * 6 first would overflow where x doesn't)
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
-        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+        return (alpha * self + beta).hardtanh(0, 1)
 
     def softplus(self, beta: float = 1.0) -> Tensor:
         # log(1 + e^(bx)) / b, computed without overflow for large x
@@ -180,7 +182,7 @@ class ElementwiseOps:
         return self / (1 + self.abs())
 
     def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
-        return self.clip(min_val, max_val)
+        return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
 
     def logsigmoid(self) -> Tensor:
         return -(-self).softplus()
