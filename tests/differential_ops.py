@@ -590,8 +590,8 @@ XFAIL: dict[tuple[str, str, str], str] = {
     ("hardswish", "forward", "float64"): "hardswish(1.8e308) is 1.8e308, torch inf (its x * 6 overflows first)",
     ("hardswish", "grad", "*"): "hardswish gradient at NaN is NaN (torch 1: NaN takes its last piece)",
     ("hardsigmoid", "grad", "*"): "hardsigmoid gradient at NaN is 1/6 (torch 0)",
-    ("hardtanh", "grad", "*"): "hardtanh gradient at NaN is 1; torch gives 1 on a short tensor and 0 in a long one (its "
-                               "vector path), so either answer mismatches somewhere",
+    ("hardtanh", "grad", "*"): "hardtanh gradient at NaN is 1; torch gives 1 on a short tensor and 0 in a long one "
+                               "(its vector path), so either answer mismatches somewhere",
     ("prod", "forward", "bool"): "prod of an empty bool tensor is int32 (of a non-empty one, bool)",
     **{("matmul", "forward", d): "int products wrap in the input dtype though the result is (u)int32: "
                                  "Tensor([-128], dtype=int8) @ Tensor([-128], dtype=int8) is 0 (exact 16384)"

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from tinygrad_core.codegen.decompose import RULES, decompose
-from tinygrad_core.dtype import ALL, FLOATS, INTS, dtypes
+from tinygrad_core.dtype import ALL, INTS, dtypes
 from tinygrad_core.ops import GroupOp, Ops, UOp, exec_alu
 
 # a renderer with only the ops every renderer must have: each rule is rewritten all the way down

@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 torch = pytest.importorskip("torch")
 
-from differential_ops import (
+from differential_ops import (  # noqa: E402  (after the importorskip: it imports torch)
     CL_SUBSET,
     FLOATS,
     GRAD_DTYPES,
@@ -28,7 +28,7 @@ from differential_ops import (
     xfail_reason,
 )
 
-from tinygrad_core import Device, Tensor, dtypes
+from tinygrad_core import Device, Tensor, dtypes  # noqa: E402
 
 settings.register_profile("differential-ci", max_examples=8, deadline=None, derandomize=True, database=None,
                           suppress_health_check=list(HealthCheck), print_blob=False,

@@ -9,7 +9,8 @@ DOC = pathlib.Path(__file__).parent.parent / "docs" / "TINYGRAD.md"
 
 def tensor_rows() -> dict[str, str]:
     section = DOC.read_text().split("## Tensor")[1].split("\n## ")[0]
-    return {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| (same|differs|not provided) \|", section, re.M)}
+    rows = re.finditer(r"^\| `(\w+)` \| (same|differs|not provided) \|", section, re.M)
+    return {m.group(1): m.group(2) for m in rows}
 
 
 def test_every_row_says_what_the_code_has():

@@ -535,7 +535,8 @@ def einsum(formula: str, *operands):
     sizes: dict[str, int] = {}
     for n, (spec, op) in enumerate(zip(specs, operands)):
         if len(spec) != op.ndim:
-            raise RuntimeError(f"einsum operand {n} has subscripts {written[n]!r} but shape {op.shape} ({op.ndim} dims)")
+            raise RuntimeError(f"einsum operand {n} has subscripts {written[n]!r} but shape {op.shape} "
+                               f"({op.ndim} dims)")
         for letter, size in zip(spec, op.shape):
             if sizes.get(letter, 1) not in (1, size) and size != 1:
                 raise RuntimeError(f"einsum letter {letter!r} has sizes {sizes[letter]} and {size} "

@@ -948,7 +948,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             raise RuntimeError(f"dot needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
         k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
         if k_self != k_w:
-            raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} differ)")
+            raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} "
+                               f"differ)")
         dtype = least_upper_dtype(self.dtype, w.dtype)
         if w.ndim == 2 and w.uop.op is not Ops.PERMUTE and isinstance(w.shape[1], int) and w.shape[1] % PANEL == 0 \
                 and w.shape[1] * dtype.itemsize >= FAR_ROWS_BYTES and Device[w.device].renderer.simd_width:

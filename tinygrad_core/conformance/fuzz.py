@@ -1,7 +1,8 @@
 """A differential fuzzer: random graphs of Tensor ops run on tinygrad_core devices and on PyTorch CPU, values and
 gradients compared; a mismatch is shrunk to a small graph and printed as a Python snippet that reproduces it.
 
-Usage: python -m tinygrad_core.conformance.fuzz --n 1000 --devices CPU,CL --seed 0   (PyTorch is needed: pip install torch)"""
+Usage: python -m tinygrad_core.conformance.fuzz --n 1000 --devices CPU,CL --seed 0
+(PyTorch is needed: pip install torch)"""
 from __future__ import annotations
 
 import argparse
