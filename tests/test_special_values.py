@@ -236,3 +236,14 @@ def test_assigning_a_lazy_constant_leaves_other_constants_alone():
         p.assign(p.detach() - 1 / (1.0 - b1))
         Tensor.realize(p, b1)
         assert b1.item() == 0.5 ** step and (Tensor.ones(1) * 1).item() == 1.0
+
+
+def test_unsigned_divided_by_a_negative_number_and_half_statistics():
+    assert Tensor([1, 4], dtype=dtypes.uint8).div(-2).tolist() == [-0.5, -2.0]     # -2 was taken as uint8 254
+    assert (Tensor([3], dtype=dtypes.uint16) / -4).item() == -0.75
+    same(Tensor([-1.0, -1000.0], dtype=dtypes.float16).std(), torch.tensor([-1.0, -1000.0], dtype=torch.float16).std(),
+         rtol=1e-3)
+    assert Tensor([200, 100], dtype=dtypes.uint8).cumsum().dtype == Tensor([1], dtype=dtypes.uint8).sum().dtype
+    assert Tensor([200, 100], dtype=dtypes.uint8).cumsum().tolist() == [200, 300]
+    with pytest.raises(RuntimeError, match="-2 can't be held by"):
+        Tensor([1, 2], dtype=dtypes.uint8).pad(((1, 1),), value=-2)

@@ -378,6 +378,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
         if rounding_mode not in (None, "trunc", "floor"):
             raise RuntimeError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        if rounding_mode is None and not isinstance(x, Tensor) and not dtypes.is_float(self.dtype):
+            return self._float().div(x, reverse)    # (as the tensor's type, uint8 / -2 would divide by 254)
         a, b = self._to_operand(x, reverse)
         if rounding_mode == "trunc":
             return a.idiv(b) if dtypes.is_int(a.dtype) else (a / b).trunc()
@@ -576,12 +578,16 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         return x.sum(axis, keepdim) * (1 / count if count else math.nan)
 
     def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (the squares would overflow 16 bits)
+            return self.float().var(axis, keepdim, correction).cast(self.dtype)
         x = self._float()
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         n = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
         return squares / (n - correction if is_symbolic(n) else max(0, n - correction))
 
     def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (the variance itself may not fit 16 bits)
+            return self.float().std(axis, keepdim, correction).cast(self.dtype)
         return self.var(axis, keepdim, correction).sqrt()
 
     def var_mean(self, axis=None, keepdim=False, correction=1):
@@ -651,8 +657,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         axis = self._axis(axis)
         n = self.shape[axis]
         x = self.transpose(axis, -1)
-        if x.dtype == dtypes.bool or (dtypes.is_int(x.dtype) and x.dtype.itemsize < 4):
-            x = x.cast(dtypes.default_int)
+        if x.dtype == dtypes.bool or (dtypes.is_int(x.dtype) and x.dtype.itemsize < 4):   # as sum() adds them up
+            x = x.cast(dtypes.uint32 if dtypes.is_unsigned(x.dtype) else dtypes.default_int)
         positions = Tensor.arange(n, device=self.device)
         mask = positions.reshape(n, 1) >= positions.reshape(1, n)
         # a selection, not a product with the mask: inf * 0 would be NaN
@@ -752,6 +758,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if any(sym.evaluate(b) < 0 or sym.evaluate(a) < 0 for b, a in padding):   # negative padding crops
             x = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape)))
             return x.pad(tuple((max(0, b), max(0, a)) for b, a in padding), value)
+        if dtypes.is_int(self.dtype) and not (math.isfinite(value) and value == int(value) and
+                                              dtypes.min(self.dtype) <= value <= dtypes.max(self.dtype)):
+            raise RuntimeError(f"pad value {value} can't be held by {self.dtype} (shape {self.shape})")
         out = Tensor(self.uop.pad(padding))
         if value == 0 and math.copysign(1.0, value) > 0:       # (-0.0 pads too: cat relies on it)
             return out
