@@ -3,6 +3,7 @@
 Mixed into Tensor. Where the obvious composition loses digits or overflows (cos, asin near 1, sinh near 0, sigmoid
 at large |x|), the comment says which form is used instead and why."""
 from __future__ import annotations
+import functools
 import math
 from typing import TYPE_CHECKING
 from tinygrad_core.dtype import DType, dtypes
@@ -28,6 +29,16 @@ def _odd_series(x: Tensor, coefficients: list[float], dtype: DType) -> Tensor:
     return x * acc
 
 
+def in_float32(method):
+    """A method that loses its digits, or overflows, in 16-bit floats: those compute in float32 and round once."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):
+            return method(self.float(), *args, **kwargs).cast(self.dtype)
+        return method(self, *args, **kwargs)
+    return wrapper
+
+
 class ElementwiseOps:
     # ---- unary math ----
     def neg(self) -> Tensor:
@@ -41,9 +52,8 @@ class ElementwiseOps:
     def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
     def tan(self) -> Tensor: return self.sin() / self.cos()                        # noqa: E704
 
+    @in_float32                      # (16 bits would round sin^2 below)
     def cos(self) -> Tensor:
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (16-bit floats would round sin^2 below)
-            return self.float().cos().cast(self.dtype)
         return type(self)(cos_uop(self._float().uop))
 
     def asin(self) -> Tensor:
@@ -201,9 +211,8 @@ class ElementwiseOps:
 
     clamp = clip
 
+    @in_float32                      # (1 - poly * e^-x^2 cancels in 16 bits)
     def erf(self) -> Tensor:
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (1 - poly * e^-x^2 cancels in 16 bits)
-            return self.float().erf().cast(self.dtype)
         return _Smooth.apply(self._float(), value=_erf, derivative=lambda x: (-(x * x)).exp() * _TWO_OVER_SQRT_PI)
 
     def lerp(self, end: Tensor, weight) -> Tensor:

@@ -21,7 +21,7 @@ from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps
-from tinygrad_core.elementwise import ElementwiseOps
+from tinygrad_core.elementwise import ElementwiseOps, in_float32
 
 PANEL = 64                 # columns per panel of a packed matmul operand (see Tensor._dot_panels)
 FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
@@ -577,17 +577,15 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             return x.sum(axis, keepdim) / count
         return x.sum(axis, keepdim) * (1 / count if count else math.nan)
 
+    @in_float32                      # (the squares would overflow 16 bits)
     def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (the squares would overflow 16 bits)
-            return self.float().var(axis, keepdim, correction).cast(self.dtype)
         x = self._float()
         squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
         n = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
         return squares / (n - correction if is_symbolic(n) else max(0, n - correction))
 
+    @in_float32                      # (the variance itself may not fit 16 bits)
     def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):       # (the variance itself may not fit 16 bits)
-            return self.float().std(axis, keepdim, correction).cast(self.dtype)
         return self.var(axis, keepdim, correction).sqrt()
 
     def var_mean(self, axis=None, keepdim=False, correction=1):
