@@ -1,17 +1,18 @@
 """Backend discovery: pluggy hookspecs and the loader over the entry-point group "tinygrad_core.backends".
 
 A plugin that fails to import, raises, or declares an incompatible API is recorded as broken with the reason; it
-never stops the other backends from loading."""
+never stops the other backends from loading, and claiming a name another plugin holds never takes that name."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 import importlib.metadata
-import time
+import os
 import traceback
 from typing import Callable
 import pluggy
 
 BACKEND_API = (1, 0)          # major must match; a plugin's minor must be <= the core's minor
 ENTRY_POINT_GROUP = "tinygrad_core.backends"
+FIRST_PARTY = {"tinygrad-cpu", "tinygrad-opencl", "tinygrad-cuda", "tinygrad-python"}   # they keep their names
 
 hookspec = pluggy.HookspecMarker("tinygrad_core")
 hookimpl = pluggy.HookimplMarker("tinygrad_core")
@@ -45,22 +46,24 @@ class Backend:
     version: str
     spec: BackendSpec | None = None
     error: str | None = None                    # set when the plugin is broken (import error, bad API, ...)
+    lost_to: str | None = None                  # the distribution holding the name this backend also claims
+    clash: str = ""                             # on each claimant of a contested name: who holds it, how to choose
     _reason: str | None = field(default=None, repr=False)
     _probed: bool = field(default=False, repr=False)
 
     @property
     def reason(self) -> str | None:
         """Why this backend can't be used (None when it can). probe() runs once, on first ask."""
-        if self.error is not None:
-            return self.error
+        if self.error is not None or self.lost_to is not None:
+            return self.error or f"name clash: {self.name} is held by {self.lost_to}"
         if not self._probed:
             self._probed = True
             try:
-                self._reason = self.spec.probe()
+                reason = self.spec.probe()
             except Exception as e:                       # a probe that raises is a broken probe, not a crash
-                self._reason = f"probe() raised {type(e).__name__}: {e}"
-            if self._reason and self.spec.install_hint:
-                self._reason += f" ({self.spec.install_hint})"
+                reason = f"probe() raised {type(e).__name__}: {e}"
+            hint = f" ({self.spec.install_hint})" if self.spec.install_hint else ""
+            self._reason = None if reason is None else f"{reason}{hint}"      # a non-str reason must not crash
         return self._reason
 
     def assume_usable(self):
@@ -73,15 +76,12 @@ class Backend:
 
     @property
     def status(self) -> str:
-        return "broken" if self.error else "unavailable" if self.reason else "ok"
+        return "broken" if self.error else "clash" if self.lost_to else "unavailable" if self.reason else "ok"
 
 
 def api_compatible(version) -> bool:
-    try:
-        major, minor = version
-    except (TypeError, ValueError):
-        return False
-    return major == BACKEND_API[0] and minor <= BACKEND_API[1]
+    return (isinstance(version, (tuple, list)) and len(version) == 2 and all(isinstance(v, int) for v in version)
+            and version[0] == BACKEND_API[0] and version[1] <= BACKEND_API[1])
 
 
 class Registry:
@@ -90,8 +90,9 @@ class Registry:
     def __init__(self):
         self.pm = pluggy.PluginManager("tinygrad_core")
         self.pm.add_hookspecs(Hooks)
-        self.backends: dict[str, Backend] = {}
-        self.broken: list[Backend] = []          # plugins that failed before naming a backend, and name clashes
+        self.backends: dict[str, Backend] = {}    # name -> the backend holding it
+        self.claims: dict[str, list[Backend]] = {}   # name -> every backend claiming it, the holder first
+        self.broken: list[Backend] = []          # plugins that failed before naming a backend
         self.discovered = False
         self._usable: list[Backend] | None = None
 
@@ -99,7 +100,6 @@ class Registry:
         if self.discovered:
             return
         self.discovered = True
-        started = time.perf_counter()
         for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             dist = entry_point.dist
             dist_name, dist_version = (dist.name, dist.version) if dist is not None else (entry_point.value, "?")
@@ -110,7 +110,6 @@ class Registry:
                                            error=f"import failed: {type(e).__name__}: {e}"))
                 continue
             self.add_plugin(module, dist_name, dist_version, entry_point.name)
-        self.discovery_seconds = time.perf_counter() - started
 
     def add_plugin(self, plugin, distribution: str, version: str = "0", label: str | None = None):
         """Register one plugin object (a module or instance with the hook) and record what it provides."""
@@ -118,18 +117,14 @@ class Registry:
         self._usable = None
 
         def register(spec):
-            if not isinstance(spec, BackendSpec):
-                raise TypeError(f"register() takes a BackendSpec, got {type(spec).__name__}")
+            if not (isinstance(spec, BackendSpec) and isinstance(spec.name, str) and isinstance(spec.priority, int)):
+                raise TypeError(f"register() takes a BackendSpec with a str name and an int priority, got {spec!r}")
             backend = Backend(spec.name.upper(), distribution, version, spec)
             if not api_compatible(spec.api_version):
                 backend.error = (f"incompatible backend API {spec.api_version}: this tinygrad-core speaks "
-                                 f"{BACKEND_API} (same major, minor <= {BACKEND_API[1]}); upgrade the plugin or the "
-                                 f"core")
-            if (existing := self.backends.get(backend.name)) is not None and existing.error is None:
-                backend.error = f"name clash: {backend.name} is already provided by {existing.distribution}"
-                self.broken.append(backend)
-                return
-            self.backends[backend.name] = backend
+                                 f"{BACKEND_API} (same major, minor <= {BACKEND_API[1]}); upgrade the plugin or core")
+            self.claims.setdefault(backend.name, []).append(backend)
+            self._settle(backend.name)
 
         try:
             self.pm.register(plugin, name=f"{label}:{id(plugin)}")
@@ -140,9 +135,26 @@ class Registry:
             detail = traceback.format_exception_only(type(e), e)[-1].strip()
             self.broken.append(Backend(label.upper(), distribution, version, error=f"registration raised {detail}"))
 
+    def _settle(self, name: str):
+        """Give a contested name to, in order: the distribution in TINYGRAD_BACKEND_<NAME>, a first-party one, a
+        usable one, the first by distribution name; never by discovery order or priority, so no plugin hijacks it."""
+        if len(claims := self.claims[name]) > 1:        # probe only contested names: discovery stays cheap
+            chosen = os.environ.get(f"TINYGRAD_BACKEND_{name}")
+            for backend in claims:
+                backend.lost_to = None
+            claims.sort(key=lambda b: (b.distribution != chosen, b.distribution not in FIRST_PARTY,
+                                       b.reason is not None, b.distribution))
+            claims[0].clash = (f"holds {name} over {', '.join(b.distribution for b in claims[1:])}; "
+                               f"TINYGRAD_BACKEND_{name}=<distribution> picks another")
+            for backend in claims[1:]:
+                backend.lost_to = claims[0].distribution
+                backend.clash = f"TINYGRAD_BACKEND_{name}={backend.distribution} picks this one"
+        self.backends[name] = claims[0]
+
     def all(self) -> list[Backend]:
         self.discover()
-        return sorted(self.backends.values(), key=lambda b: (-b.spec.priority if b.spec else 0, b.name)) + self.broken
+        claims = (backend for claims in self.claims.values() for backend in claims)     # holders first, best first
+        return sorted(claims, key=lambda b: (b.lost_to is not None, -b.spec.priority, b.name)) + self.broken
 
     def usable(self) -> list[Backend]:
         """Usable backends, best first (kept: Device.DEFAULT asks on every tensor made without a device)."""

@@ -7,17 +7,17 @@ import functools
 import hashlib
 import json
 import pathlib
-import sys
 import time
 from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import linearize
 from tinygrad_core.codegen.lower import KernelOpts, lower_kernel
 from tinygrad_core.codegen.opts import choose_opts, has_symbolic_sizes
-from tinygrad_core.device import Buffer, Device, _read_cache_entry, _write_cache_entry
+from tinygrad_core.device import Buffer, Device, package_digest, _read_cache_entry, _write_cache_entry
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, cache_dir, colored, getenv, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
+from tinygrad_core.renderer import program_signature
 from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 
 # kernels run while a TinyJit is capturing are recorded here: (runner, buffers, variable values)
@@ -49,22 +49,27 @@ def kernel_text(ast: UOp) -> str:
     return "\n".join(f"{u.op.name} {u.dtype.name} {[position[s] for s in u.src]} {u.arg!r}" for u in order)
 
 
-@functools.cache
-def _code_digest(renderer_module: str) -> str:
-    """A digest of the core's code and the renderer's: a program remembered on disk is valid only for the code that
-    made it (a changed core, or an upgrade, simply misses)."""
-    digest = hashlib.sha256()
-    files = sorted(pathlib.Path(__file__).parents[1].rglob("*.py"))
-    for f in files + [pathlib.Path(sys.modules[renderer_module].__file__)]:
-        digest.update(f.read_bytes())
-    return digest.hexdigest()
-
-
 def _program_path(device: str, renderer, ast: UOp) -> pathlib.Path:
+    """Where a kernel's program is remembered: keyed by the code and version of the core and of the renderer's
+    distribution (all its modules: an edit or an upgrade simply misses), and the renderer's attributes."""
     config = repr(sorted((k, repr(v)) for k, v in vars(renderer).items()))
-    code = f"{_code_digest(type(renderer).__module__)}|{device}|{type(renderer).__qualname__}"
-    key = f"{code}|{config}|{kernel_text(ast)}"
+    code = f"{package_digest(__name__)}|{package_digest(type(renderer).__module__)}|{device}"
+    key = f"{code}|{type(renderer).__qualname__}|{config}|{kernel_text(ast)}"
     return cache_dir() / "programs" / hashlib.sha256(key.encode()).hexdigest()
+
+
+def program_from_json(body: bytes, ast: UOp) -> tuple:
+    """(opts, name, source, flops, global size, local size) of a remembered program, which must be for this kernel's
+    argument signature (else a ValueError; a missing field is a KeyError)."""
+    saved = json.loads(body)
+    if saved["signature"] != argument_signature(ast) or (opts := opts_from_json(saved["opts"])) is None:
+        raise ValueError("not a program of this kernel")
+    return opts, saved["name"], saved["src"], saved["flops"], tuple(saved["global_size"]), tuple(saved["local_size"])
+
+
+def argument_signature(ast: UOp) -> list[list]:
+    """The kernel's buffer arguments as [position, dtype name]: what a launch hands it."""
+    return [[g.arg, g.dtype.name] for g in program_signature(ast.toposort())[0]]
 
 
 def opts_from_json(saved) -> KernelOpts | None:
@@ -86,15 +91,14 @@ class CompiledRunner:
     def __init__(self, device: str, ast: UOp, opts=None, compile_now: bool = True):
         compiled = Device[device]
         renderer = compiled.renderer
+        renderer.check_dtypes(ast.toposort())      # before anything is built or read from the disk
         self.device, self.ast = device, ast
         remembered = opts is None and renderer.cache_programs and getenv("DISK_CACHE", 1) and not NOOPT and \
             not has_variables(ast)
         path = _program_path(device, renderer, ast) if remembered else None
-        if path is not None and (entry := _read_cache_entry(path)) is not None:
-            saved = json.loads(entry)
-            self.opts = opts_from_json(saved["opts"])
-            self.name, self.src, self.flops, self.vars = saved["name"], saved["src"], saved["flops"], []
-            self.global_size, self.local_size = tuple(saved["global_size"]), tuple(saved["local_size"])
+        if path is not None and (saved := _read_cache_entry(path, lambda body: program_from_json(body, ast))):
+            self.opts, self.name, self.src, self.flops, self.global_size, self.local_size = saved
+            self.vars = []
         else:
             self.opts = opts if opts is not None else choose_opts(ast, renderer)
             self.uops, self.global_size, self.local_size = linear_program(ast, renderer, self.opts)
@@ -105,7 +109,8 @@ class CompiledRunner:
             if path is not None:
                 _write_cache_entry(path, json.dumps({
                     "opts": dataclasses.asdict(self.opts), "name": self.name, "src": self.src, "flops": self.flops,
-                    "global_size": self.global_size, "local_size": self.local_size}).encode())
+                    "global_size": self.global_size, "local_size": self.local_size,
+                    "signature": argument_signature(ast)}).encode())
         self.mem_estimate = _bytes_moved(ast)
         if DEBUG >= 4:
             print(self.src)

@@ -6,13 +6,12 @@ own buffers may be read and written by it, e.g. an in-place update); the fastest
 keyed by the kernel and the device's compiler, so a later process gets it without timing anything."""
 from __future__ import annotations
 import dataclasses
-import hashlib
 import json
 import numpy as np
 from tinygrad_core.codegen.lower import KernelOpts
 from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.device import Buffer, Device, _read_cache_entry, _write_cache_entry
-from tinygrad_core.engine.realize import CompiledRunner, kernel_text, opts_from_json
+from tinygrad_core.engine.realize import CompiledRunner, opts_from_json, _program_path
 from tinygrad_core.helpers import DEBUG, cache_dir, prod
 from tinygrad_core.ops import Ops, UOp
 
@@ -57,13 +56,6 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
     return unique[:MAX_CANDIDATES]
 
 
-def kernel_key(ast: UOp, device: str) -> str:
-    """The kernel's text form hashed with the device's compiler."""
-    compiled = Device[device]
-    text = f"{compiled.compiler.cachekey}|{compiled.renderer.device}|{kernel_text(ast)}"
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def scratch_buffers(ast: UOp, device: str) -> list[Buffer]:
     """Zeroed buffers of the sizes and dtypes the kernel's arguments have."""
     globals_ = sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
@@ -74,10 +66,13 @@ def scratch_buffers(ast: UOp, device: str) -> list[Buffer]:
 
 def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
     """The kernel compiled with the opts that ran fastest here (timed once, then remembered on disk)."""
-    path = cache_dir() / "opts" / kernel_key(ast, device)
-    if (entry := _read_cache_entry(path)) is not None and (kept := opts_from_json(json.loads(entry))) is not None:
+    # kept by the device's compiler and the kernel's program key (the kernel, the renderer and the code: opts found
+    # for other code may not fit it)
+    compiled = Device[device]
+    path = cache_dir() / "opts" / str(compiled.compiler.cachekey) / _program_path(device, compiled.renderer, ast).name
+    if (kept := _read_cache_entry(path, lambda body: opts_from_json(json.loads(body)))) is not None:
         return CompiledRunner(device, ast, kept)
-    renderer, bufs = Device[device].renderer, scratch_buffers(ast, device)
+    renderer, bufs = compiled.renderer, scratch_buffers(ast, device)
     timed: list[tuple[float, CompiledRunner]] = []
     for opts in candidates(ast, renderer):
         runner = CompiledRunner(device, ast, opts)

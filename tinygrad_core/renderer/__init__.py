@@ -5,7 +5,7 @@ A renderer is mostly a declaration of what its hardware has (capability fields) 
 before any kernel is built."""
 from __future__ import annotations
 from dataclasses import dataclass
-from tinygrad_core.dtype import ALL, DType
+from tinygrad_core.dtype import ALL, DType, dtypes
 from tinygrad_core.ops import Ops, UOp
 
 
@@ -40,6 +40,17 @@ class Renderer:
 
     def render(self, name: str, uops: list[UOp]) -> str:
         raise NotImplementedError
+
+    def check_dtypes(self, uops: list[UOp]):
+        """Refuses a kernel (its AST, before it is lowered or read from the disk; or its linear program) that uses a
+        dtype outside supported_dtypes."""
+        if bad := next((u.dtype for u in uops if u.dtype not in (*self.supported_dtypes, dtypes.void)), None):
+            raise NotImplementedError(f"{self.device or type(self).__name__} can't run a kernel using {bad}: "
+                                      f"{self.unsupported_reason(bad)}. Cast to a supported type first (supported: "
+                                      f"{', '.join(sorted(d.name for d in self.supported_dtypes))})")
+
+    def unsupported_reason(self, dtype: DType) -> str:
+        return "this device doesn't support it"
 
 
 def program_signature(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:

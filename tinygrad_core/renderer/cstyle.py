@@ -306,17 +306,6 @@ class CStyleRenderer(Renderer):
     # ---------------------------------------------------------------------------------------------------------
     # The program
     # ---------------------------------------------------------------------------------------------------------
-    def check_dtypes(self, uops: list[UOp]):
-        for u in uops:
-            if u.dtype != dtypes.void and u.dtype not in self.supported_dtypes:
-                raise NotImplementedError(
-                    f"{self.device} can't run a kernel using {u.dtype}: {self.unsupported_reason(u.dtype)}. "
-                    f"Cast to a supported type first (supported: "
-                    f"{', '.join(sorted(d.name for d in self.supported_dtypes))})")
-
-    def unsupported_reason(self, dtype: DType) -> str:
-        return "this device doesn't support it"
-
     def kernel_preamble(self, uops: list[UOp]) -> list[str]:
         """Lines before the kernel (pragmas, includes); dialects extend this."""
         return []
