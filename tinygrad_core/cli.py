@@ -1,4 +1,5 @@
-"""The `tinygrad-core` command: list backends, run the conformance suite, train the MNIST example, benchmark.
+"""The `tinygrad-core` command: list backends, run the conformance suite, start a new backend, train the MNIST
+example, benchmark.
 
 Each subcommand is a thin front for code that lives elsewhere in the package (or in examples/ and bench/)."""
 from __future__ import annotations
@@ -11,11 +12,9 @@ import sys
 def cmd_backends(args) -> int:
     from tinygrad_core.plugins import registry
     rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "REASON")]
-    default = None
     for backend in registry.all():
-        rows.append((backend.name, backend.distribution, backend.version, backend.status, backend.reason or ""))
-        if default is None and backend.status == "ok":
-            default = backend.name
+        detail = "; ".join(filter(None, (backend.reason, backend.clash)))
+        rows.append((backend.name, backend.distribution, backend.version, backend.status, detail))
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
@@ -38,30 +37,27 @@ def cmd_conformance(args) -> int:
     return run_from_args(args)
 
 
-def _repo_file(*parts) -> pathlib.Path:
-    """examples/ and bench/ ship beside the package in a source checkout."""
-    return pathlib.Path(__file__).resolve().parent.parent.joinpath(*parts)
+def _run_script(script: pathlib.Path, script_args: list[str]) -> int:
+    sys.argv = [str(script)] + script_args
+    runpy.run_path(str(script), run_name="__main__")
+    return 0
 
 
 def cmd_train(args) -> int:
-    script = _repo_file("examples", f"{args.model}.py")
-    if not script.exists():
-        print(f"{script.name} not found: `tinygrad-core train` runs the examples of a source checkout "
-              f"(git clone the repository, then pip install -e .)", file=sys.stderr)
-        return 2
-    sys.argv = [str(script)] + args.script_args
-    runpy.run_path(str(script), run_name="__main__")
-    return 0
+    # the examples lie inside the package when it is installed from a wheel (see pyproject.toml), beside it in a
+    # source checkout
+    here = pathlib.Path(__file__).resolve().parent
+    examples = here / "examples" if (here / "examples").is_dir() else here.parent / "examples"
+    return _run_script(examples / f"{args.model}.py", args.script_args)
 
 
 def cmd_bench(args) -> int:
-    script = _repo_file("bench", f"{args.name}.py")
-    if not script.exists():
-        print(f"bench/{args.name}.py not found (benchmarks ship with a source checkout)", file=sys.stderr)
+    script = pathlib.Path(__file__).resolve().parent.parent / "bench" / f"{args.name}.py"
+    if not script.is_file():
+        print(f"`tinygrad-core bench` runs bench/{args.name}.py of a source checkout, and an installed package has "
+              f"none: git clone the repository and run it from there", file=sys.stderr)
         return 2
-    sys.argv = [str(script)] + args.script_args
-    runpy.run_path(str(script), run_name="__main__")
-    return 0
+    return _run_script(script, args.script_args)
 
 
 def main(argv=None) -> int:
@@ -73,8 +69,12 @@ def main(argv=None) -> int:
     from tinygrad_core.conformance.runner import add_arguments
     add_arguments(p)
     p.set_defaults(func=cmd_conformance)
+    p = sub.add_parser("new-backend", help="write a new backend distribution to start from (the guide's TOY backend)")
+    from tinygrad_core.conformance import scaffold
+    scaffold.add_arguments(p)
     p = sub.add_parser("train", help="train an example model (default: the MNIST MLP)")
-    p.add_argument("model", nargs="?", default="mnist_mlp", help="mnist_mlp, mnist_cnn, cifar_cnn")
+    p.add_argument("model", nargs="?", default="mnist_mlp",
+                   choices=("mnist_mlp", "mnist_cnn", "cifar_cnn", "custom_op"))
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("bench", help="run a benchmark script from bench/")

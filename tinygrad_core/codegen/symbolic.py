@@ -70,8 +70,8 @@ def bounds(u: UOp) -> tuple[int, int]:
         (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
         corners = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
         out = (min(corners), max(corners))
-    elif op is Ops.IDIV and is_const(src[1]) and src[1].arg > 0 and bounds(src[0])[0] >= 0:
-        out = (bounds(src[0])[0] // src[1].arg, bounds(src[0])[1] // src[1].arg)
+    elif op is Ops.IDIV and is_const(src[1]) and src[1].arg > 0:      # truncating, so monotonic in src[0]
+        out = tuple(b // src[1].arg if b >= 0 else -(-b // src[1].arg) for b in bounds(src[0]))
     elif op is Ops.MOD and is_const(src[1]) and src[1].arg > 0:
         lo, hi = bounds(src[0])
         c = src[1].arg

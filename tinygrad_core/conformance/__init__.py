@@ -1,7 +1,8 @@
 """The backend conformance suite: the tests every backend must pass, as a pytest plugin plus test modules.
 
-Run it with `tinygrad-core conformance NAME` or `pytest --pyargs tinygrad_core.conformance --backend NAME`; the
-module for section N is test_N_*.py, and plugin.py prints the per-section table and writes the JSON report. Beside
+Run it with `tinygrad-core conformance NAME` (runner.py: each test's crash or hang is that test's failure) or
+`pytest --pyargs tinygrad_core.conformance --tinygrad-backend NAME`; the module for section N is test_N_*.py,
+plugin.py is the pytest side and report.py builds the table, the verdict and the JSON and Markdown reports. Beside
 it, fuzz.py compares random op graphs across backends and with PyTorch (`python -m tinygrad_core.conformance.fuzz`)."""
 
 SECTIONS = {

@@ -1,52 +1,86 @@
-"""The conformance suite's pytest plugin: the --backend option, the `dut` fixture, and the report (a per-section
-pass/fail/skip table on the terminal, and JSON for a plugin's README).
+"""The conformance suite's pytest plugin: the --tinygrad-* options, the `dut` fixture, and the report (report.py).
 
-Registered as a pytest11 entry point of tinygrad-core, so `pytest --pyargs tinygrad_core.conformance --backend NAME`
-works anywhere; without --backend it does nothing (and the suite's own modules aren't collected)."""
+Registered as a pytest11 entry point of tinygrad-core, so `pytest --pyargs tinygrad_core.conformance
+--tinygrad-backend NAME` works anywhere; without --tinygrad-backend it does nothing (and the suite's own modules
+aren't collected). Its options carry the `tinygrad` prefix because it is active in every pytest run of the
+environment.
+
+Run by `tinygrad-core conformance` (runner.py), the session is a worker: --tinygrad-progress names a file where it
+appends, one JSON line each, the backend's description, the tests it will run, and each test's start and result.
+The runner watches that file from another process, so a test that crashes or hangs the worker is still known, and
+it starts a new worker that leaves out the tests already recorded there."""
 from __future__ import annotations
 
-import datetime
-import importlib.metadata
+import gc
 import json
-import platform
 import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tinygrad_core.conformance import SECTIONS
+from tinygrad_core.conformance import report as reporting
 
 if TYPE_CHECKING:
     from tinygrad_core.conformance.harness import BackendUnderTest
 
 DUT_KEY = pytest.StashKey["BackendUnderTest"]()
-RESULTS_KEY = pytest.StashKey[dict]()
+COLLECTOR_KEY = pytest.StashKey["ResultCollector"]()
+REPORT_KEY = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("tinygrad-core conformance")
-    group.addoption("--backend", default=None, help="name of the backend to check (as `tinygrad-core backends` lists)")
-    group.addoption("--compile-only", action="store_true", default=False,
+    group.addoption("--tinygrad-backend", default=None, metavar="NAME",
+                    help="run the conformance suite on this backend (as `tinygrad-core backends` lists it)")
+    group.addoption("--tinygrad-compile-only", action="store_true", default=False,
                     help="render and compile every kernel without allocating or launching (for a device this "
                          "machine lacks)")
-    group.addoption("--conformance-json", default=None, metavar="PATH", help="write the report as JSON to PATH")
-    group.addoption("--max-examples", type=int, default=10,
+    group.addoption("--tinygrad-json", default=None, metavar="PATH", help="write the conformance report as JSON")
+    group.addoption("--tinygrad-markdown", default=None, metavar="PATH",
+                    help="write the conformance table as Markdown (for the backend's README)")
+    group.addoption("--tinygrad-max-examples", type=int, default=10,
                     help="hypothesis examples per op and dtype in section 4 (default 10)")
-    group.addoption("--sections", default=None, metavar="N,N,...", help="run only these sections (e.g. 1,2,3)")
+    group.addoption("--tinygrad-sections", default=None, metavar="N,N,...",
+                    help="run only these sections of the conformance suite (e.g. 1,2,3)")
+    group.addoption("--tinygrad-progress", default=None, metavar="PATH",
+                    help="(used by `tinygrad-core conformance`) record progress in PATH and leave out the tests "
+                         "already recorded there; the runner writes the report")
 
 
 def pytest_configure(config):
-    name = config.getoption("--backend")
+    name = config.getoption("--tinygrad-backend")
     if name is None:
         return
     from tinygrad_core.conformance.harness import open_backend  # the core loads only when the suite runs
+    progress = config.getoption("--tinygrad-progress")
     try:
-        config.stash[DUT_KEY] = open_backend(name, config.getoption("--compile-only"),
-                                             config.getoption("--max-examples"))
+        dut = open_backend(name, config.getoption("--tinygrad-compile-only"),
+                           config.getoption("--tinygrad-max-examples"))
     except Exception as e:
-        raise pytest.UsageError(f"can't check backend {name!r}: {e}") from e
-    config.stash[RESULTS_KEY] = {}
-    config.pluginmanager.register(ResultCollector(config.stash[RESULTS_KEY]), "conformance-results")
+        message = f"can't check backend {name!r}: {e}"
+        if progress:
+            append(progress, kind="error", message=message)
+        raise pytest.UsageError(message) from e
+    config.stash[DUT_KEY] = dut
+    config.stash[COLLECTOR_KEY] = collector = ResultCollector(dut, progress)
+    config.pluginmanager.register(collector, "conformance-results")
+    if progress:
+        append(progress, kind="header", header=reporting.describe(dut))
+
+
+def append(path: str, **record):
+    """One line of the progress file, on disk before the test it announces runs (a crash can't lose it)."""
+    with open(path, "a") as f:
+        f.write(json.dumps(record, default=str) + "\n")
+
+
+def recorded(path: str) -> set[str]:
+    """The tests the progress file has a result for."""
+    try:
+        with open(path) as f:
+            return {r["id"] for r in map(json.loads, f) if r["kind"] == "result"}
+    except FileNotFoundError:
+        return set()
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -63,40 +97,81 @@ def dut(request) -> BackendUnderTest:
     return request.config.stash[DUT_KEY]
 
 
-def section_of(nodeid: str) -> int:
-    """test_4_ops.py::... -> 4"""
-    module = nodeid.split("::")[0].rsplit("/", 1)[-1]
-    return int(module.split("_")[1])
+def wanted_sections(config) -> list[int] | None:
+    wanted = config.getoption("--tinygrad-sections")
+    return sorted({int(s) for s in wanted.split(",") if s.strip()}) if wanted else None
 
 
 def pytest_collection_modifyitems(config, items):
-    wanted = config.getoption("--sections")
-    if not wanted:
+    if DUT_KEY not in config.stash:
         return
-    sections = {int(s) for s in wanted.split(",") if s.strip()}
-    keep = [item for item in items if section_of(item.nodeid) in sections]
-    dropped = [item for item in items if section_of(item.nodeid) not in sections]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
+    sections = set(wanted_sections(config) or reporting.SECTIONS)
+    if config.stash[DUT_KEY].load_error is not None:
+        sections &= {1}         # section 1 says what load() did; the others would all fail with the same message
+    progress = config.getoption("--tinygrad-progress")
+    done = recorded(progress) if progress else set()
+    keep = [item for item in items if reporting.section_of(item.nodeid) in sections and item.nodeid not in done]
+    if len(keep) < len(items):
+        kept = set(keep)
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
     items[:] = keep
 
 
-class ResultCollector:
-    """Collects each test's outcome (a test that fails in setup, call or teardown has failed)."""
+def pytest_collection_finish(session):
+    if (progress := session.config.getoption("--tinygrad-progress")) and DUT_KEY in session.config.stash:
+        append(progress, kind="planned", tests=[item.nodeid for item in session.items])
 
-    def __init__(self, results: dict):
-        self.results = results
+
+class ResultCollector:
+    """Collects each test's outcome (a test that fails in setup, call or teardown has failed); a skip for something
+    the suite lacks (harness.NotCovered) is "not run"."""
+
+    def __init__(self, dut: BackendUnderTest, progress: str | None):
+        self.dut, self.progress, self.results = dut, progress, {}
+        self.kernels_before = 0
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.kernels_before = self.dut.kernels_compiled
+        if self.progress:
+            append(self.progress, kind="start", id=nodeid)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        from tinygrad_core.conformance.harness import NotCovered
+        report = yield
+        covered = call.excinfo is None or not call.excinfo.errisinstance(NotCovered)
+        report.not_covered = None if covered else call.excinfo.value.msg     # (its reason, without the class name)
+        return report
 
     def pytest_runtest_logreport(self, report):
-        entry = self.results.setdefault(report.nodeid, {"section": section_of(report.nodeid), "outcome": "passed",
-                                                        "seconds": 0.0, "message": ""})
+        entry = self.results.setdefault(report.nodeid, {"section": reporting.section_of(report.nodeid),
+                                                        "outcome": "passed", "seconds": 0.0, "message": ""})
         entry["seconds"] = round(entry["seconds"] + report.duration, 4)
         if report.failed:
-            entry["outcome"] = "failed"
-            entry["message"] = _short(report.longreprtext)
+            entry["outcome"], entry["message"] = "failed", _short(report.longreprtext)
+        elif report.skipped and entry["outcome"] != "failed" and getattr(report, "not_covered", None):
+            entry["outcome"], entry["message"] = "not run", report.not_covered
         elif report.skipped and entry["outcome"] != "failed":
             entry["outcome"] = "skipped"
             entry["message"] = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        if self.results.get(nodeid, {}).get("outcome") == "failed":
+            forget_failure()
+        if nodeid in self.results:
+            self.results[nodeid]["kernels"] = self.dut.kernels_compiled - self.kernels_before
+            if self.progress:
+                append(self.progress, kind="result", id=nodeid, entry=self.results[nodeid])
+
+
+def forget_failure():
+    """pytest keeps a failed test's traceback (sys.last_traceback, for post-mortem debugging), and with it the
+    test's tensors: a later TinyJit capture, which realizes every live lazy tensor, would run a failed test's
+    kernels again and fail the same way. One failure is one test's."""
+    for name in ("last_exc", "last_type", "last_value", "last_traceback"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+    gc.collect()
 
 
 def _short(text: str, limit: int = 2000) -> str:
@@ -105,68 +180,31 @@ def _short(text: str, limit: int = 2000) -> str:
     return out if len(out) <= limit else out[:limit] + " ..."
 
 
-def section_counts(results: dict) -> dict[int, dict[str, int]]:
-    counts = {n: {"passed": 0, "failed": 0, "skipped": 0} for n in SECTIONS}
-    for entry in results.values():
-        counts[entry["section"]][entry["outcome"]] += 1
-    return counts
+def _report(config) -> dict:
+    if REPORT_KEY not in config.stash:
+        collector = config.stash[COLLECTOR_KEY]
+        config.stash[REPORT_KEY] = reporting.build(reporting.describe(collector.dut), collector.results,
+                                                   sections=wanted_sections(config))
+    return config.stash[REPORT_KEY]
 
 
-def report_dict(dut: BackendUnderTest, results: dict) -> dict:
-    from tinygrad_core.plugins import BACKEND_API
-    renderer = dut.renderer
-    spec = dut.backend.spec
-    counts = section_counts(results)
-    return {
-        "backend": dut.name,
-        "distribution": dut.backend.distribution,
-        "distribution_version": dut.backend.version,
-        "core_version": importlib.metadata.version("tinygrad-core"),
-        "api_version": list(spec.api_version),
-        "core_api_version": list(BACKEND_API),
-        "mode": "compile-only" if dut.compile_only else "full",
-        "capabilities": {
-            "dtypes": [dt.name for dt in dut.dtypes()],
-            "ops": sorted(op.name for op in renderer.code_for_op),
-            "has_local": renderer.has_local, "has_shared": renderer.has_shared,
-            "global_max": renderer.global_max, "local_max": renderer.local_max, "shared_max": renderer.shared_max,
-            "supports_float4": renderer.supports_float4, "max_upcast": renderer.max_upcast,
-            "max_unroll": renderer.max_unroll,
-        },
-        "sections": {str(n): {"name": SECTIONS[n], **counts[n]} for n in SECTIONS},
-        "passed": all(c["failed"] == 0 for c in counts.values()) and bool(results),
-        "kernels_compiled": dut.kernels_compiled,
-        "hypothesis_max_examples": dut.max_examples,
-        "python": platform.python_version(), "platform": sys.platform,
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "tests": [{"id": nodeid, **entry} for nodeid, entry in results.items()],
-    }
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if DUT_KEY not in config.stash or config.getoption("--tinygrad-progress"):
+        return
+    # a plain pytest run exits like the runner: INCOMPLETE is not a success
+    if exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = reporting.EXIT_STATUS[_report(config)["verdict"]]
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if DUT_KEY not in config.stash:
-        return
-    dut, results = config.stash[DUT_KEY], config.stash[RESULTS_KEY]
-    report = report_dict(dut, results)
-    write = terminalreporter.write_line
-    write("")
-    write(f"conformance of {dut.name} ({report['distribution']} {report['distribution_version']}), "
-          f"tinygrad-core {report['core_version']}, backend API {tuple(report['api_version'])}, "
-          f"{report['mode']} mode")
-    write(f"  {'section':40s} {'passed':>7s} {'failed':>7s} {'skipped':>8s}")
-    for n, row in report["sections"].items():
-        if row["passed"] + row["failed"] + row["skipped"] == 0:
-            continue
-        write(f"  {n + '. ' + row['name']:40s} {row['passed']:7d} {row['failed']:7d} {row['skipped']:8d}",
-              red=row["failed"] > 0, green=row["failed"] == 0)
-    skips = sorted({entry["message"] for entry in results.values() if entry["outcome"] == "skipped"})
-    if skips:
-        write("  skipped because:")
-        for reason in skips:
-            write(f"    - {reason.removeprefix('Skipped: ')}")
-    write(f"  {'CONFORMS' if report['passed'] else 'DOES NOT CONFORM'}", bold=True,
-          red=not report["passed"], green=report["passed"])
-    if path := config.getoption("--conformance-json"):
-        with open(path, "w") as f:
-            json.dump(report, f, indent=1, default=str)
-        write(f"  report written to {path}")
+    if DUT_KEY not in config.stash or config.getoption("--tinygrad-progress"):
+        return                      # a worker's report is the runner's to write
+    report = _report(config)
+    for line in reporting.table(report)[:-1]:
+        terminalreporter.write_line(line)
+    ok = report["verdict"] == "CONFORMS"
+    terminalreporter.write_line(reporting.table(report)[-1], bold=True, red=not ok, green=ok)
+    for line in reporting.write(report, config.getoption("--tinygrad-json"), config.getoption("--tinygrad-markdown")):
+        terminalreporter.write_line(line)

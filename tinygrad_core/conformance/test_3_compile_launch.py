@@ -83,22 +83,34 @@ def test_largest_declared_thread_group(dut):
         np.testing.assert_array_equal(dut.run_kernel(runner, dtypes.float32, size, [x]), x * 2)
 
 
-def test_buffer_arguments_arrive_in_order(dut):
-    """Five inputs of different dtypes, used in an order unlike their positions: a swapped binding shows."""
-    n = 33
+# bool, int32 and float32 are what every backend has; the second set also mixes element sizes, where declared
+REQUIRED_ONLY, MIXED_WIDTHS = (dtypes.float32, dtypes.int32), (dtypes.float16, dtypes.uint8)
+
+
+@pytest.mark.parametrize("others", [pytest.param(REQUIRED_ONLY, id="required-dtypes"),
+                                    pytest.param(MIXED_WIDTHS, id="half-and-uint8")])
+def test_buffer_arguments_arrive_in_order(dut, others):
+    """Five inputs, used in an order unlike their positions and each scaled differently: a swapped binding shows."""
+    if not dut.supports(*others):
+        pytest.skip(f"{dut.name} declares no support for {' and '.join(f'dtypes.{dt.name}' for dt in others)} "
+                    f"(Renderer.supported_dtypes)")
+    n, (d_dtype, e_dtype) = 33, others
     a, b, c = load(3, dtypes.float32, n), load(1, dtypes.int32, n), load(5, dtypes.bool, n)
-    d, e = load(2, dtypes.float16, n), load(4, dtypes.uint8, n)
+    d, e = load(2, d_dtype, n), load(4, e_dtype, n)
     value = a.alu(Ops.ADD, b.cast(dtypes.float32).alu(Ops.MUL, const(dtypes.float32, 1000.0)))
-    value = c.alu(Ops.WHERE, value, d.cast(dtypes.float32).alu(Ops.ADD, e.cast(dtypes.float32)))
-    runner = dut.kernel(kernel(value))
+    other = d.cast(dtypes.float32).alu(Ops.MUL, const(dtypes.float32, 0.5)).alu(
+        Ops.ADD, e.cast(dtypes.float32).alu(Ops.MUL, const(dtypes.float32, 7.0)))
+    runner = dut.kernel(kernel(c.alu(Ops.WHERE, value, other)))
     if dut.compile_only:
         return
     rng = np.random.default_rng(3)
-    ints, halves = rng.integers(-50, 50, n).astype(np.int32), rng.standard_normal(n).astype(np.float16)
-    floats, bytes_, mask = rng.standard_normal(n).astype(np.float32), rng.integers(0, 255, n).astype(np.uint8), \
+    ints, floats, mask = rng.integers(-50, 50, n).astype(np.int32), rng.standard_normal(n).astype(np.float32), \
         rng.integers(0, 2, n).astype(bool)
-    out = dut.run_kernel(runner, dtypes.float32, n, [ints, halves, floats, bytes_, mask])
-    expected = np.where(mask, floats + ints.astype(np.float32) * 1000, halves.astype(np.float32) + bytes_)
+    d_values = rng.standard_normal(n).astype(d_dtype.np)
+    e_values = rng.integers(0, 100 if e_dtype == dtypes.int32 else 255, n).astype(e_dtype.np)
+    out = dut.run_kernel(runner, dtypes.float32, n, [ints, d_values, floats, e_values, mask])
+    expected = np.where(mask, floats + ints.astype(np.float32) * 1000,
+                        d_values.astype(np.float32) * 0.5 + e_values.astype(np.float32) * 7)
     np.testing.assert_allclose(out, expected, rtol=1e-6)
 
 

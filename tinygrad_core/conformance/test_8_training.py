@@ -3,9 +3,8 @@ backend's (tinygrad-python, which executes the reference semantics), and the los
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from tinygrad_core.conformance.harness import REFERENCE_BACKEND, assert_close
+from tinygrad_core.conformance.harness import REFERENCE_BACKEND, REFERENCE_INSTALL, assert_close, not_covered
 from tinygrad_core.device import BackendUnavailable, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.tensor import Tensor
@@ -59,7 +58,8 @@ def test_conv_net_trains_like_the_reference(dut):
     try:
         Device[REFERENCE_BACKEND]
     except BackendUnavailable as e:
-        pytest.skip(f"the reference backend {REFERENCE_BACKEND} isn't installed ({e}): pip install tinygrad-python")
+        not_covered(f"training is compared with the reference backend {REFERENCE_BACKEND}, which can't be used "
+                    f"here ({e}); to install it, {REFERENCE_INSTALL}")
 
     def on_reference(*tensors):
         Tensor.realize_all(*tensors)
