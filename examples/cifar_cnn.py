@@ -57,13 +57,12 @@ def augment(x: np.ndarray, rng) -> np.ndarray:
     return normalize(random_flip(random_crop(x, 32, padding=4, rng=rng), rng))
 
 
-def main(argv=None) -> float | None:
+def main(argv=None) -> float:
     args = parse_args(__doc__.splitlines()[0], epochs=10, batch_size=64, lr=1e-3, argv=argv)
     try:
         X_train, Y_train, X_test, Y_test = load_cifar10(args.data_dir, download=args.download)
-    except FileNotFoundError as e:
-        print(e)
-        return None
+    except FileNotFoundError as e:       # no data, no training: say how to get it and fail
+        sys.exit(str(e))
     X_train, Y_train, X_test, Y_test = limit(args, X_train, Y_train, X_test, Y_test)
     model = TinyCNN()
     optimizer = Adam([*model.conv1.parameters(), *model.bn1.parameters(), *model.conv2.parameters(),

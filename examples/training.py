@@ -3,30 +3,42 @@
 The loop is the seed's (zero_grad, forward, loss, backward, step), wrapped in @TinyJit unless --no-jit."""
 from __future__ import annotations
 import argparse
+import sys
 import time
 import numpy as np
-from tqdm import tqdm
 from tinygrad_core import Tensor, TinyJit, Device
-from tinygrad_core.nn.datasets import Batches, load_mnist
+from tinygrad_core.nn.datasets import Batches, data_dir, load_mnist
 from tinygrad_core.nn.state import get_state_dict, safe_save
+try:
+    from tqdm import tqdm
+except ModuleNotFoundError:        # an optional dependency of the core (its "train" extra): say so, no traceback
+    sys.exit("the examples show their progress with tqdm: pip install tqdm (or pip install 'tinygrad-core[train]')")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each flag's default; a flag without one (None, or off) says in its help what happens then."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None or action.default is False else super()._get_help_string(action)
 
 
 def parse_args(description: str, epochs: int, batch_size: int, lr: float, argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
     parser.add_argument("--device", help="backend to run on (default: the best installed one, see "
                                          "`tinygrad-core backends`)")
-    parser.add_argument("--epochs", type=int, default=epochs)
-    parser.add_argument("--batch-size", type=int, default=batch_size)
-    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--epochs", type=int, default=epochs, help="passes over the training images")
+    parser.add_argument("--batch-size", type=int, default=batch_size, help="images per training step")
+    parser.add_argument("--lr", type=float, default=lr, help="the optimizer's learning rate")
     parser.add_argument("--save", metavar="PATH", help="write the trained weights to PATH (safetensors)")
     parser.add_argument("--no-jit", action="store_true", help="run the train step without TinyJit")
-    parser.add_argument("--train-limit", type=int, default=0, help="train on the first N images only (quick runs)")
-    parser.add_argument("--test-limit", type=int, default=0, help="test on the first N images only")
-    parser.add_argument("--data-dir", help="dataset folder (default: $TINYGRAD_DATA, the repo's data/, or "
-                                           "~/.cache/tinygrad_core/datasets)")
+    parser.add_argument("--train-limit", type=int, default=0, help="train on the first N images only (quick runs; "
+                                                                   "0: all)")
+    parser.add_argument("--test-limit", type=int, default=0, help="test on the first N images only (0: all)")
+    parser.add_argument("--data-dir", help="dataset folder (default: $TINYGRAD_DATA, the repository's data/ in a "
+                                           "source checkout, else ~/.cache/tinygrad_core/datasets)")
     parser.add_argument("--download", action="store_true", help="download CIFAR-10 when it is missing (MNIST is "
                                                                    "downloaded when missing anyway)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="for the initial weights and the shuffling")
     args = parser.parse_args(argv)
     if args.device:
         Device.DEFAULT = args.device
@@ -108,7 +120,11 @@ def finish(model, accuracy: float, save_path: str | None):
 def train_on_mnist(args: argparse.Namespace, model, optimizer, transform, test_transform, scheduler=None) -> float:
     """The MNIST run the examples share: shuffled batches of the (limited) training images through `transform`,
     training with a progress bar, test accuracy (test images through `test_transform`), the weights saved if asked."""
-    X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
+    print(f"reading MNIST from {data_dir(args.data_dir) / 'mnist'} (files missing there are downloaded)")
+    try:
+        X_train, Y_train, X_test, Y_test = limit(args, *load_mnist(args.data_dir))
+    except FileNotFoundError as e:       # missing and not downloadable: what to do, without a traceback
+        sys.exit(str(e))
     batches = Batches(X_train, Y_train.astype(np.int32), args.batch_size, shuffle=True, drop_last=True,
                       transform=transform, seed=args.seed)
     train(model, optimizer, batches, args.epochs, jit=not args.no_jit, scheduler=scheduler)

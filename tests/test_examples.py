@@ -1,6 +1,7 @@
 """The seed's code run with the import renamed (TinyMLP + SGD, TinyCNN + Adam, the custom activation, no_grad), a
 tiny MLP trained on a slice of MNIST to a real accuracy, and the example scripts end to end on small slices."""
 import os
+import re
 import subprocess
 import sys
 import numpy as np
@@ -132,11 +133,11 @@ def test_tiny_mlp_learns_a_slice_of_mnist():
     assert accuracy >= 0.80, f"test accuracy {accuracy:.3f} after 120 steps of 32 images"
 
 
-def run_example(script, *args, env=None):
+def run_example(script, *args, env=None, returncode=0):
     result = subprocess.run([sys.executable, os.path.join(EXAMPLES, script), *args], capture_output=True, text=True,
                             timeout=900, env={**os.environ, **(env or {})})
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    assert result.returncode == returncode, result.stderr[-3000:]
+    return result.stdout if returncode == 0 else result.stderr
 
 
 def test_mnist_mlp_example_trains_saves_and_reports(tmp_path):
@@ -155,6 +156,28 @@ def test_custom_op_example_runs():
     assert "gradient by Function" in out and out.strip().splitlines()[-1].startswith("test accuracy: ")
 
 
-def test_cifar_example_without_data_says_how_to_get_it(tmp_path):
-    out = run_example("cifar_cnn.py", "--data-dir", str(tmp_path))
-    assert "cifar-10-python.tar.gz" in out and "--download" in out
+def test_cifar_example_without_data_says_how_to_get_it_and_fails(tmp_path):
+    err = run_example("cifar_cnn.py", "--data-dir", str(tmp_path), returncode=1)
+    assert "cifar-10-python.tar.gz" in err and "--download" in err and str(tmp_path) in err
+    assert "Traceback" not in err
+
+
+def test_mnist_example_without_data_fails_saying_where_it_looked(tmp_path):
+    """No MNIST files and no way to download them: the downloads go through a proxy that refuses every connection
+    (the discard port of this machine), so nothing leaves it."""
+    proxy = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "no_proxy": ""}
+    err = run_example("mnist_mlp.py", "--data-dir", str(tmp_path), returncode=1, env=proxy)
+    assert f"not in {tmp_path / 'mnist'} and could not be downloaded" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("script", sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py") and f != "training.py"))
+def test_example_help_shows_the_defaults_its_docstring_promises(script):
+    """Each example's usage line in its docstring ([--epochs 5] ...) is what its --help reports as the default."""
+    with open(os.path.join(EXAMPLES, script)) as f:
+        promised = dict(re.findall(r"\[--(epochs|batch-size) (\d+)\]", f.read()))
+    assert set(promised) == {"epochs", "batch-size"}, promised
+    help_text = " ".join(run_example(script, "--help").split())
+    for flag, value in promised.items():
+        assert re.search(rf"--{flag} {flag.upper().replace('-', '_')} [^-]*\(default: {value}\)", help_text), \
+            (flag, help_text)
+    assert re.search(r"--seed SEED [^-]*\(default: 0\)", help_text), help_text

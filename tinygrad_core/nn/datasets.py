@@ -9,7 +9,7 @@ import pickle
 import tarfile
 from typing import Callable, Iterator
 import numpy as np
-from tinygrad_core.helpers import fetch
+from tinygrad_core.helpers import cache_dir, fetch
 from tinygrad_core.tensor import Tensor
 
 MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
@@ -23,15 +23,15 @@ CIFAR10_DIR = "cifar-10-batches-py"
 
 def data_dir(path: str | os.PathLike | None = None) -> pathlib.Path:
     """Where datasets live: the argument, else $TINYGRAD_DATA, else the repository's data/ folder when running from a
-    checkout, else ~/.cache/tinygrad_core/datasets."""
+    source checkout, else the datasets/ folder of cache_dir() (~/.cache/tinygrad_core/datasets by default)."""
     if path is not None:
         return pathlib.Path(path)
     if os.environ.get("TINYGRAD_DATA"):
         return pathlib.Path(os.environ["TINYGRAD_DATA"])
-    repo_data = pathlib.Path(__file__).resolve().parents[2] / "data"
-    if repo_data.is_dir():
-        return repo_data
-    return pathlib.Path.home() / ".cache" / "tinygrad_core" / "datasets"
+    repo = pathlib.Path(__file__).resolve().parents[2]      # a checkout's root; site-packages when installed
+    if (repo / "data").is_dir() and (repo / "pyproject.toml").is_file():
+        return repo / "data"
+    return cache_dir() / "datasets"
 
 
 def _fetch_mnist_file(folder: pathlib.Path, name: str, download: bool, mirrors=MNIST_MIRRORS) -> pathlib.Path:
