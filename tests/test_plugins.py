@@ -268,6 +268,7 @@ def test_backends_table_is_printed_whatever_the_impostors_do(isolated_device, ca
         (claim("NONE", priority=100, describe=lambda: 1 / 0), "tinygrad-none"),
         (claim("ODDPROBE", probe=lambda: 42, install_hint="install acme"), "tinygrad-oddprobe"),
         (FakePlugin(BackendSpec(name="BADPRIORITY", load=lambda device: None, priority="high")), "tinygrad-badprio"),
+        (claim("gpu"), "tinygrad-gpuname"),     # the alias of the best GPU backend: a backend by that name is unreachable
         (claim("CPU", priority=1000), "aaa-impostor"), (claim("CPU"), "tinygrad-cpu"))
     assert cli.cmd_backends(None) == 0
     out = capsys.readouterr().out
@@ -275,5 +276,6 @@ def test_backends_table_is_printed_whatever_the_impostors_do(isolated_device, ca
     assert " ok " in table["tinygrad-none"] and "NONE devices: (describe() failed: ZeroDivisionError" in out
     assert " unavailable " in table["tinygrad-oddprobe"] and "42 (install acme)" in table["tinygrad-oddprobe"]
     assert " broken " in table["tinygrad-badprio"] and "an int priority" in table["tinygrad-badprio"]
+    assert " broken " in table["tinygrad-gpuname"] and "other than GPU" in table["tinygrad-gpuname"]
     assert " clash " in table["aaa-impostor"] and " ok " in table["tinygrad-cpu"]
     assert "default device: NONE" in out

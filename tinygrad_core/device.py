@@ -403,8 +403,8 @@ class _Device:
             return self.canonicalize(chosen)
         usable = registry.usable()
         if not usable:
-            raise BackendUnavailable(f"no usable backend: {self._summary()}; pip install tinygrad-cpu (or "
-                                     f"tinygrad-python for the reference interpreter)")
+            raise BackendUnavailable(f"no usable backend: {self._summary()}; from a checkout of tinygrad-core: pip "
+                                     f"install ./tinygrad_cpu (or ./plugins/tinygrad_python, the reference)")
         return usable[0].name
 
     @DEFAULT.setter

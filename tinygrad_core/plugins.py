@@ -117,8 +117,10 @@ class Registry:
         self._usable = None
 
         def register(spec):
-            if not (isinstance(spec, BackendSpec) and isinstance(spec.name, str) and isinstance(spec.priority, int)):
-                raise TypeError(f"register() takes a BackendSpec with a str name and an int priority, got {spec!r}")
+            if not (isinstance(spec, BackendSpec) and isinstance(spec.name, str) and isinstance(spec.priority, int)) \
+                    or spec.name.upper() == "GPU":      # (GPU is the alias for the best usable GPU backend)
+                raise TypeError(f"register() takes a BackendSpec with a str name other than GPU and an int priority, "
+                                f"got {spec!r}")
             backend = Backend(spec.name.upper(), distribution, version, spec)
             if not api_compatible(spec.api_version):
                 backend.error = (f"incompatible backend API {spec.api_version}: this tinygrad-core speaks "

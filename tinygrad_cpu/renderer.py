@@ -4,7 +4,6 @@ Each kernel becomes `void name(ptr buf0, ..., i32 var0, ..., i64 start, i64 end)
 parallel index gidx0 in [start, end): runtime.py hands slices of that range to different threads. Index arithmetic is
 i32, or i64 in kernels the core lowered with 64-bit indices (buffers of 2**31 elements or more)."""
 from __future__ import annotations
-import hashlib
 import struct
 import numpy as np
 from tinygrad_core.dtype import DType, dtypes, FLOATS, INTS, UNSIGNED
@@ -75,9 +74,6 @@ class LLVMRenderer(Renderer):
 
     def __init__(self, simd_width: int = 64):
         self.simd_width = simd_width   # bytes per vector register of the host CPU (64: AVX-512, 32: AVX2, 16: SSE)
-        # the core keys rendered programs on disk by its own code, this module and the renderer's attributes: the
-        # helpers' text is in another module, so a changed helper has to reach the key through an attribute
-        self.helpers_digest = hashlib.sha256(repr(sorted(mathlib.HELPERS.items())).encode()).hexdigest()[:16]
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return KernelWriter(name, uops, self.simd_width).render()

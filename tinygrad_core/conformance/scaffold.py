@@ -191,6 +191,13 @@ pip install -e .    # in this folder
 tinygrad-core backends    # TOY is listed, status ok
 TINYGRAD_DEVICE=TOY python -c "from tinygrad_core import Tensor; print((Tensor([1., 2.]) * 3).tolist())"
 tinygrad-core conformance TOY    # the conformance suite: CONFORMS at the end
+```
+
+The suite compares results with the reference backend (`PYTHON`, the distribution `tinygrad-python`): without it,
+the sections that need it are not run and the verdict is INCOMPLETE (exit status 3). It is not on the package
+index; install it from a checkout of the tinygrad-core repository with `pip install ./plugins/tinygrad_python`.
+
+```
 pytest tests    # the same suite, as this distribution's test
 ```
 

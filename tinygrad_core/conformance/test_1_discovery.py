@@ -46,10 +46,12 @@ def test_probe_is_fast_and_explains_itself(dut):
         assert reason is None
 
 
-def test_listed_once_and_not_broken(dut):
-    same_name = [b for b in registry.all() if b.name == dut.name]
-    assert len(same_name) == 1, f"{dut.name} is claimed by: {[(b.distribution, b.error) for b in same_name]}"
-    assert same_name[0].error is None
+def test_holds_its_name_and_not_broken(dut):
+    # another plugin may claim the same name (it shows as a clash row): what matters is that this one holds it
+    claims = [b for b in registry.all() if b.name == dut.name]
+    holder = [b for b in claims if b.lost_to is None]
+    assert len(holder) == 1, f"{dut.name} is claimed by: {[(b.distribution, b.error, b.lost_to) for b in claims]}"
+    assert holder[0].error is None, holder[0].error
 
 
 def test_load_returns_a_complete_compiled(dut):
