@@ -247,3 +247,100 @@ def test_unsigned_divided_by_a_negative_number_and_half_statistics():
     assert Tensor([200, 100], dtype=dtypes.uint8).cumsum().tolist() == [200, 300]
     with pytest.raises(RuntimeError, match="-2 can't be held by"):
         Tensor([1, 2], dtype=dtypes.uint8).pad(((1, 1),), value=-2)
+
+
+ACTIVATIONS = {"elu": torch.nn.functional.elu, "selu": torch.nn.functional.selu, "celu": torch.nn.functional.celu,
+               "mish": torch.nn.functional.mish, "hardswish": torch.nn.functional.hardswish,
+               "hardsigmoid": torch.nn.functional.hardsigmoid}
+
+
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activation_gradients_at_the_extremes_and_nan(name):
+    # elu's unused exp branch overflowed at 1e7 (0 * inf), celu's min(0, e^x - 1) split a tie at -1.18e-38, mish met
+    # e^-3.4e38 = 0 with an infinite gradient, hardswish and hardsigmoid gave NaN and 1/6 at NaN (torch 1 and 0)
+    values = [1e7, -1.18e-38, 0.0, -1.0, 2.5, -3.0, 3.0, 3.4e38, -3.4e38, inf, -inf, nan]
+    fn = {"selu": lambda a: a.selu(alpha=1.6732632423543772, gamma=1.0507009873554805)}.get(name, getattr(Tensor, name))
+    x = Tensor(np.array(values, np.float32), requires_grad=True)
+    (fn(x) * 2).sum().backward()
+    t = torch.tensor(values, requires_grad=True)
+    (ACTIVATIONS[name](t) * 2).sum().backward()
+    same(x.grad, t.grad, rtol=1e-5)
+
+
+def test_clip_gradient_at_nan_is_zero():
+    same(*grads(lambda a: a.clip(-0.0, 0.0), [nan, 1.0, 0.0]))
+    same(*grads(lambda a: a.clip(-1, 1), [nan, 1.0, -1.0, 0.5, 3.0]))
+
+
+def test_binary_crossentropy_clamps_its_logs_as_pytorch():
+    p_values, y_values = [0.0, 0.0, 1e-30, 0.5, 1.0, 0.3, 0.0], [0.0, 0.5, 0.3, 0.2, 1.0, 0.7, 1.0]
+    p, y = Tensor(p_values, requires_grad=True), Tensor(y_values, requires_grad=True)
+    tp, ty = torch.tensor(p_values, requires_grad=True), torch.tensor(y_values, requires_grad=True)
+    loss = p.binary_crossentropy(y, "none")
+    expected = torch.nn.functional.binary_cross_entropy(tp, ty, reduction="none")
+    same(loss, expected)
+    loss.sum().backward()
+    expected.sum().backward()
+    same(p.grad, tp.grad, rtol=1e-5)
+    same(y.grad, ty.grad, rtol=1e-5)
+    assert Tensor([0.0]).binary_crossentropy(Tensor([0.0])).item() == 0.0
+
+
+def test_cross_entropy_with_a_minus_infinite_logit():
+    logits, labels = [[-1.0, -inf], [2.0, -inf]], [0, 0]
+    expected = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(labels))
+    same(Tensor(logits).cross_entropy(Tensor(labels)), expected)
+    same(Tensor(logits).sparse_categorical_crossentropy(Tensor(labels)), expected)
+    same(Tensor(logits).cross_entropy(Tensor([1, 0]), reduction="none"),
+         torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor([1, 0]), reduction="none"))
+
+
+def test_half_nll_loss_layernorm_and_lerp_keep_their_dtype_and_digits():
+    logits = np.array([[-1.0, 56352.0, -1.0], [-1.0, -3.0, 100.0], [-1.0, 60000.0, 2.0]], np.float16)
+    ours = Tensor(logits).nll_loss(Tensor([1, 1, 1]))
+    assert ours.dtype == dtypes.float16       # (torch's half nll_loss is -inf here: it rounds the sum to half first)
+    same(ours, torch.nn.functional.nll_loss(torch.tensor(logits).float(), torch.tensor([1, 1, 1])).half(), rtol=1e-3)
+    assert Tensor([[-2.0, 1.0]], dtype=dtypes.bfloat16).nll_loss(Tensor([0])).dtype == dtypes.bfloat16
+    x = Tensor([-1.0, 361.0], dtype=dtypes.float16).layernorm()
+    assert x.dtype == dtypes.float16 and np.allclose(x.numpy(), [-1.0, 1.0], atol=1e-3)     # the squares overflowed
+    lerp = Tensor([-100.0], dtype=dtypes.float16).lerp(Tensor([65504.0], dtype=dtypes.float16), 0.0)
+    assert lerp.dtype == dtypes.float16 and lerp.item() == -100.0                       # 65604 overflowed half
+    for start, end, weight in ((-1.0, inf, 0.0), (-1.0, inf, 1.0), (2.0, 3.0, 1.0), (-4.0, 4.0, 0.25)):
+        expected = torch.lerp(torch.tensor([start]), torch.tensor([end]), weight)
+        same(Tensor([start]).lerp(Tensor([end]), weight), expected)
+
+
+def test_float_remainder_by_infinite_and_tiny_divisors():
+    a, b = [-1.0, 1.0, 1.0, -1.0, 5.0, 7.5, -7.5, inf, 3.0], [inf, inf, -inf, -1e-45, -1e-45, -2.0, 2.0, 2.0, 0.0]
+    same(Tensor(a) % Tensor(b), torch.remainder(torch.tensor(a), torch.tensor(b)))
+    half = Tensor([10496.0], dtype=dtypes.float16) % Tensor([-100.0], dtype=dtypes.float16)
+    assert half.dtype == dtypes.float16 and half.item() == -4.0        # the quotient rounded in 16 bits
+
+
+def test_whole_powers_are_exact_at_the_top_of_the_range():
+    for dtype in (dtypes.float32, dtypes.float64):
+        top = float(np.finfo(np.float32 if dtype == dtypes.float32 else np.float64).max)
+        assert (Tensor([-top, top], dtype=dtype) ** 1).tolist() == [-top, top]      # 2^(1 * log2 max) overflowed
+    assert (Tensor([2.375], dtype=dtypes.bfloat16) ** 29).item() == torch.tensor(2.375, dtype=torch.bfloat16).pow(29)
+    same(Tensor([-inf, -0.0, 4.0, nan]) ** 0.5, torch.tensor([-inf, -0.0, 4.0, nan]) ** 0.5)
+    same(*grads(lambda a: a ** 0.5, [-0.0, 0.0, 4.0]))
+    same(*grads(lambda a: a ** 3, [-inf, 0.0, 2.0, -1e20]))
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16])
+def test_small_int_matmul_multiplies_in_its_result_dtype(dtype):
+    low, high = (0, dtypes.max(dtype)) if dtypes.is_unsigned(dtype) else (dtypes.min(dtype), dtypes.max(dtype))
+    a = np.array([[low, high], [high, 1]], dtype=np.int64)
+    out = Tensor(a, dtype=dtype) @ Tensor(a, dtype=dtype)
+    assert out.tolist() == (a @ a).astype(np.int64 if dtypes.is_unsigned(dtype) else np.int32).tolist()
+
+
+def test_prod_of_an_empty_bool_tensor_is_bool():
+    assert Tensor([], dtype=dtypes.bool).prod().dtype == dtypes.bool
+    assert Tensor([], dtype=dtypes.bool).prod().item() is True
+    assert Tensor([], dtype=dtypes.int8).prod().dtype == dtypes.int8
+
+
+def test_logsumexp_gradient_beside_an_infinite_maximum():
+    for x in ([inf, 3.4e38], [1.0, inf, 3.4e38], [[inf, 1.0], [2.0, 3.0]], [-inf, -inf], [2.0, 1e30]):
+        same(*grads(lambda a: a.logsumexp(-1), x))

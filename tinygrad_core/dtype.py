@@ -124,6 +124,10 @@ def _to_np_dtype(dt: DType):
     return np.float32 if dt == dtypes.bfloat16 else dt.np.type
 
 
+class UnknownDType(TypeError, AttributeError):
+    """An unknown dtype: a TypeError as in PyTorch, an AttributeError as tinygrad's getattr(dtypes, name) raises."""
+
+
 def to_dtype(x) -> DType:
     """Accept a DType, a name ("float32", "half"), or a numpy dtype; refuse anything else clearly."""
     if isinstance(x, DType):
@@ -134,8 +138,8 @@ def to_dtype(x) -> DType:
         return dtypes.from_np(x)
     except TypeError:
         pass
-    raise TypeError(f"unknown dtype {x!r}; use one of dtypes.{', dtypes.'.join(dt.name for dt in ALL)} "
-                    f"(or a name like 'float32')")
+    raise UnknownDType(f"unknown dtype {x!r}; use one of dtypes.{', dtypes.'.join(dt.name for dt in ALL)} "
+                       f"(or a name like 'float32')")
 
 
 def _kind(dt: DType) -> int:

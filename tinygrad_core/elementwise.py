@@ -87,10 +87,15 @@ class ElementwiseOps:
         negative = b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0 if dtypes.is_float(b.dtype) else b < 0
         return negative.where(-a.abs(), a.abs())
 
+    @in_float32                      # (16 bits would round the quotient and its product)
     def fmod(self, x) -> Tensor:
         """Remainder with the sign of the dividend (C's fmod; % follows the divisor as Python's does)."""
         a, b = self._to_operand(x)
-        return a.mod_trunc(b) if not dtypes.is_float(a.dtype) else a - (a / b).trunc() * b
+        if not dtypes.is_float(a.dtype):
+            return a.mod_trunc(b)
+        p = (a / b).trunc() * b
+        # b = +-inf leaves a finite a as it is; a quotient past the dtype's range (a tiny b) leaves less than |b|: 0
+        return (b.isinf() & a.isfinite()).where(a, p.isinf().where(a * 0, a - p))
 
     def logaddexp(self, other) -> Tensor:
         a, b = self._float()._to_operand(other)
@@ -124,7 +129,10 @@ class ElementwiseOps:
     def abs(self) -> Tensor:
         if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
             return self
-        return _Abs.apply(self) if dtypes.is_float(self.dtype) else (self < 0).where(-self, self)
+        if not dtypes.is_float(self.dtype):
+            return (self < 0).where(-self, self)
+        # +0.0 for -0.0, and the gradient sign(x): 0 at 0, as in PyTorch
+        return _Smooth.apply(self, value=lambda x: (x <= 0).where(0.0 - x, x), derivative=lambda x: x.sign())
 
     def sign(self) -> Tensor:
         return (self < 0).where(-1, (self > 0).where(1, 0)).cast(self.dtype) if self.dtype != dtypes.bool else self
@@ -134,7 +142,10 @@ class ElementwiseOps:
         return (self <= 0).where((self < 0).where(0, self * 0), self).cast(self.dtype)
 
     def sigmoid(self) -> Tensor:
-        return _Sigmoid.apply(self._float())
+        # 1 / (1 + e^-x), with the derivative s (1 - s): through the composition, a saturated e^-x = inf meets a zero
+        # gradient and makes NaN
+        return _Smooth.apply(self._float(), value=lambda x: (1 + (x * (-1 / math.log(2))).exp2()).reciprocal(),
+                             derivative=lambda x: x.sigmoid() * (1 - x.sigmoid()))
 
     def tanh(self) -> Tensor:
         return 2.0 * (2.0 * self).sigmoid() - 1.0
@@ -144,14 +155,16 @@ class ElementwiseOps:
 
     leaky_relu = leakyrelu
 
+    # the exp branch sees 0 where it isn't taken (e^1e7 = inf would meet its zero gradient as 0 * inf = NaN); NaN
+    # takes the linear piece, as in PyTorch (on tensors short enough for its scalar loop)
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return (self > 0).where(self, alpha * (self.exp() - 1))
+        return (self <= 0).where(alpha * ((self <= 0).where(self, 0).exp() - 1), self)
 
     def celu(self, alpha: float = 1.0) -> Tensor:
-        return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+        return (self <= 0).where((self / alpha).elu() * alpha, self)
 
     def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor:
-        return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
+        return gamma * self.elu(alpha)
 
     def gelu(self, approximate: str = "tanh") -> Tensor:
         """GELU; approximate="tanh" (tinygrad's default) or "none" (the erf form, PyTorch's default)."""
@@ -175,10 +188,13 @@ class ElementwiseOps:
         return self.hardtanh(0, 6)
 
     def hardswish(self) -> Tensor:
-        return self * ((self + 3).relu6() * (1 / 6))        # (x * 6 first would overflow where x doesn't)
+        # (x * 6 first would overflow where x doesn't); PyTorch's derivative, which is 1 at NaN
+        return _Smooth.apply(self._float(), value=lambda x: x * ((x + 3).relu6() * (1 / 6)),
+                             derivative=lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1)))
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
-        return (alpha * self + beta).hardtanh(0, 1)
+        y = alpha * self + beta
+        return y.isnan().where(y.detach(), y.hardtanh(0, 1))     # (NaN's gradient is 0, as PyTorch's)
 
     def softplus(self, beta: float = 1.0) -> Tensor:
         # log(1 + e^(bx)) / b, computed without overflow for large x
@@ -186,7 +202,9 @@ class ElementwiseOps:
         return (bx.maximum(0) + (-(bx.abs())).exp().add(1).log()) * (1 / beta)
 
     def mish(self) -> Tensor:
-        return self * self.softplus().tanh()
+        # PyTorch's derivative: through the composition, x = -3.4e38 meets softplus's e^x = 0 as inf * 0 = NaN
+        return _Smooth.apply(self._float(), value=lambda x: x * x.softplus().tanh(), derivative=lambda x: (
+            x.softplus().tanh() + x * x.sigmoid() * (1 - x.softplus().tanh().square())))
 
     def softsign(self) -> Tensor:
         return self / (1 + self.abs())
@@ -199,7 +217,7 @@ class ElementwiseOps:
 
     def clip(self, min_=None, max_=None) -> Tensor:
         """Values below min_ become min_, above max_ become max_ (max_ wins if min_ > max_); NaN stays NaN, and the
-        gradient is 1 up to and at the bounds, as in PyTorch."""
+        gradient is 1 up to and at the bounds (0 at NaN), as in PyTorch."""
         if min_ is None and max_ is None:
             raise RuntimeError("clip needs at least one of min_ and max_")
         out = self
@@ -207,7 +225,7 @@ class ElementwiseOps:
             out = (out < min_).where(min_, out)
         if max_ is not None:
             out = (out > max_).where(max_, out)
-        return out
+        return self.isnan().where(self.detach(), out)
 
     clamp = clip
 
@@ -215,27 +233,11 @@ class ElementwiseOps:
     def erf(self) -> Tensor:
         return _Smooth.apply(self._float(), value=_erf, derivative=lambda x: (-(x * x)).exp() * _TWO_OVER_SQRT_PI)
 
+    @in_float32                      # (end - self may not fit 16 bits)
     def lerp(self, end: Tensor, weight) -> Tensor:
-        return self + (end - self) * weight
-
-
-class _Sigmoid(Function):
-    """1 / (1 + e^-x), with the derivative s * (1 - s): through the composition, a saturated e^-x = inf meets a
-    zero gradient and makes NaN."""
-    def forward(self, x):
-        self.out = (1 + (x * (-1 / math.log(2))).exp2()).reciprocal()
-        return self.out
-
-    def backward(self, grad_output): return grad_output * self.out * (1 - self.out)  # noqa: E704
-
-
-class _Abs(Function):
-    """|x| with +0.0 for -0.0, and the gradient sign(x): 0 at 0, as in PyTorch."""
-    def forward(self, x):
-        self.x = x
-        return (x <= 0).where(0.0 - x, x)
-
-    def backward(self, grad_output): return grad_output * self.x.sign()  # noqa: E704
+        # PyTorch's form: from end where the weight is 1/2 or more, so both ends are exact
+        diff, w = end - self, self._to_operand(weight)[1]
+        return (w < 0.5).where(self + diff * w, end - diff * (1 - w))
 
 
 def _asin(x: Tensor) -> Tensor:

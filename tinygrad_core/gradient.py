@@ -116,7 +116,7 @@ class Function:
         fn.inputs = tensors
         out = fn.forward(*[t.detach() for t in tensors], **kwargs)
         node = UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn)
-        return type(tensors[0])(node, requires_grad=any(t.requires_grad for t in tensors) or None)
+        return type(tensors[0])(node)     # (not a leaf: realizing it keeps the graph back to its inputs)
 
     def _backward_uops(self, g: UOp) -> tuple:
         from tinygrad_core.tensor import Tensor

@@ -138,9 +138,7 @@ class IndexingOps:
         axes = list(range(len(tensors)))
         if indexing == "xy" and len(tensors) > 1:
             axes[0], axes[1] = 1, 0
-        shape = [0] * len(tensors)
-        for axis, t in zip(axes, tensors):
-            shape[axis] = t.shape[0]
+        shape = [tensors[axis].shape[0] for axis in axes]     # (axes swaps at most two: it is its own inverse)
         return tuple(t.reshape([-1 if d == axis else 1 for d in range(len(shape))]).expand(shape)
                      for axis, t in zip(axes, tensors))
 
@@ -183,15 +181,16 @@ class IndexingOps:
     # ---- scattering ----
     def scatter(self, dim: int, index, src, reduce: str | None = None):
         """self with src written at index along dim: out[index[i][j]][j] = src[i][j] for dim 0 (the last write wins);
-        src may be a number; reduce='add' or 'multiply' combines with what is there instead.
+        src may be a number; reduce='add' or 'multiply' combines it with what is there instead.
 
         >>> Tensor.zeros(3, dtype='int32').scatter(0, Tensor([2, 0]), Tensor([5, 6])).tolist()
         [6, 0, 5]
         """
         if reduce not in (None, "add", "multiply"):
             raise RuntimeError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
-        if not hasattr(src, "shape"):
-            src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
+        if reduce is not None and hasattr(src, "shape"):     # (torch deprecates it; tinygrad refuses it so)
+            raise TypeError(f"scatter: reduce={reduce!r} takes a number as src, not a tensor; use scatter_reduce")
+        src = src if hasattr(src, "shape") else type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
         if reduce is not None:
             return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
         hits, values = _scatter_hits(self, dim, index, src, "scatter")
@@ -219,8 +218,7 @@ class IndexingOps:
         if include_self:
             combined = getattr(combined, {"prod": "mul", "amax": "maximum", "amin": "minimum"}.get(reduce, "add"))(self)
         if reduce == "mean":
-            count = hits.sum(-1) + int(include_self)
-            count = count.maximum(1).cast(self.dtype)
+            count = (hits.sum(-1) + int(include_self)).maximum(1).cast(self.dtype)
             combined = combined // count if not dtypes.is_float(self.dtype) else combined / count
         return (combined if include_self else hits.any(-1).where(combined, self)).cast(self.dtype)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import numpy as np
 from tinygrad_core.dtype import dtypes
+from tinygrad_core.elementwise import in_float32
+from tinygrad_core.gradient import Function
 from tinygrad_core.helpers import make_tuple, prod, flatten, ceildiv
 from tinygrad_core.schedule import buffer_of
 
@@ -35,7 +38,7 @@ class NNOps:
             x = x.reshape(*lead, *flatten((o, s) for o, s in zip(outs, strides)))
             x = x.shrink(tuple(keep + flatten(((0, o), (0, k)) for o, k in zip(outs, kernel))))
             return x.permute(*range(nl), *[nl + 2 * i for i in range(dims)], *[nl + 2 * i + 1 for i in range(dims)])
-        return _overlapping_windows_function().apply(self, kernel=kernel, strides=strides, dilations=dilations,
+        return _OverlappingWindows.apply(self, kernel=kernel, strides=strides, dilations=dilations,
                                                       outs=outs)
 
     def _overlapping_windows(self, kernel, strides, dilations, outs):
@@ -224,7 +227,7 @@ class NNOps:
         positions = self.arange(n, device=self.device).reshape(spatial)._padded_windows(kernel, strides, dilations,
                                                                                          pads, -1)
         windows = self._padded_windows(kernel, strides, dilations, pads, dtypes.min(self.dtype))
-        pooled = _max_pool_function().apply(windows, positions=positions, axes=axes, n=n)
+        pooled = _MaxPool.apply(windows, positions=positions, axes=axes, n=n)
         if not return_indices:
             return pooled
         best = windows._pool_choice(positions, axes, n)[1].reshape(pooled.shape)
@@ -301,22 +304,26 @@ class NNOps:
                              "trilinear (which take align_corners), nearest and nearest-exact")
         if not 0 < len(size) <= self.ndim or any(not isinstance(n, int) or n < 1 for n in size):
             raise ValueError(f"interpolate size {size} must be up to {self.ndim} positive ints for shape {self.shape}")
-        x = self
-        for axis, out in zip(range(self.ndim - len(size), self.ndim), size):
-            n, shape = self.shape[axis], [1] * self.ndim
-            shape[axis] = out
-            target = x.shape[:axis] + (out,) + x.shape[axis + 1:]
+        integer = mode == "linear" and not dtypes.is_float(self.dtype)
+        x, const = (self.cast(dtypes.int64) if integer else self), functools.partial(type(self), device=self.device)
+        for axis in range(self.ndim - 1, self.ndim - len(size) - 1, -1):     # the last axis first, as torch's uint8
+            n, out, trail = self.shape[axis], size[axis - self.ndim], (1,) * (self.ndim - axis - 1)
 
             def gather(index):
-                return x.gather(axis, index.cast(dtypes.int32).minimum(n - 1).reshape(shape).expand(target))
-            position = self.arange(out, device=self.device, dtype=dtypes.float32)
+                index = const(index).cast(dtypes.int32).minimum(n - 1).reshape(out, *trail)
+                return x.gather(axis, index.expand(*x.shape[:axis], out, *x.shape[axis + 1:]))
+            # the source positions (pos) depend on the sizes alone: computed here, in float32 as torch does for floats
+            at = np.arange(out, dtype=np.float64 if integer else np.float32)
             if mode != "linear":
-                x = gather(((position + 0.5) if mode == "nearest-exact" else position) * (n / out))
+                x = gather(((at + 0.5) if mode == "nearest-exact" else at) * (n / out))
                 continue
-            source = position * ((n - 1) / max(out - 1, 1)) if align_corners else \
-                ((position + 0.5) * (n / out) - 0.5).maximum(0)
-            low = source.floor()
-            x = gather(low).lerp(gather(low + 1), (source - low).reshape(shape))
+            pos = (at * ((n - 1) / max(out - 1, 1)) if align_corners else (at + 0.5) * (n / out) - 0.5).clip(0, n - 1)
+            weights = (1 - pos % 1, pos % 1)
+            if integer:     # as torch resamples uint8: in 15-bit fixed point (14 if a weight is 1), rounded half up
+                bits = 14 if max(map(np.max, weights)) * 32768 + 0.5 >= 32768 else 15
+                weights = [np.trunc(w * (1 << bits) + 0.5).astype(np.int64) for w in weights]
+            x = sum(gather(pos // 1 + i) * const(w).reshape(out, *trail) for i, w in enumerate(weights))
+            x = ((x + (1 << bits - 1)) >> bits).clip(self.dtype.min, self.dtype.max) if integer else x
         return x.cast(self.dtype)
 
     def _pad_mode(self, padding, mode: str):
@@ -356,6 +363,7 @@ class NNOps:
         out = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
         return out + bias.reshape(shape) if bias is not None else out
 
+    @in_float32                      # (the squares would overflow 16 bits)
     def layernorm(self, axis=-1, eps: float = 1e-5):
         y = self - self.mean(axis, keepdim=True)
         return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
@@ -424,13 +432,12 @@ class NNOps:
             raise RuntimeError(f"logits {self.shape} need labels of shape {self.shape[:-1]}, got {Y.shape}")
         if not 0 <= label_smoothing <= 1:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
-        classes = self.shape[-1]
         log_probs = self.log_softmax(-1)
         keep = (Y != ignore_index)
-        target = (Y.unsqueeze(-1) == self.arange(classes, device=self.device)) & keep.unsqueeze(-1)
-        picked = -(target.where(log_probs, 0).sum(-1))
-        smooth = -log_probs.mean(-1) * keep
-        loss = (1 - label_smoothing) * picked + label_smoothing * smooth
+        target = (Y.unsqueeze(-1) == self.arange(self.shape[-1], device=self.device)) & keep.unsqueeze(-1)
+        loss = -(target.where(log_probs, 0).sum(-1))
+        if label_smoothing:      # (only then: a -inf logit makes the smoothing term inf, where 0 * inf is NaN)
+            loss = (1 - label_smoothing) * loss + label_smoothing * keep.where(-log_probs.mean(-1), 0)
         return _reduce_loss(loss, reduction, keep)
 
     def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100):
@@ -446,8 +453,8 @@ class NNOps:
         return _reduce_loss(-(logits.log_softmax(-1) * (Y + label_smoothing / logits.shape[-1])).sum(-1), reduction)
 
     def binary_crossentropy(self, Y, reduction: str = "mean"):
-        """-(Y log(self) + (1 - Y) log(1 - self)), self probabilities."""
-        return _reduce_loss(-(Y * self.log() + (1 - Y) * (1 - self).log()), reduction)
+        """-(Y log(self) + (1 - Y) log(1 - self)), self probabilities; as in PyTorch, each log is at least -100."""
+        return _reduce_loss(_BinaryCrossentropy.apply(*self._to_operand(Y)), reduction)
 
     def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
         """binary_crossentropy of sigmoid(self), the positive term weighted by pos_weight (BCEWithLogitsLoss)."""
@@ -455,6 +462,7 @@ class NNOps:
         positive = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
         return _reduce_loss((1 - Y) * self + positive * (-self).softplus(), reduction)
 
+    @in_float32                      # (a 16-bit sum of the losses would round, or overflow, before the mean)
     def nll_loss(self, Y, weight=None, ignore_index: int = -100, reduction: str = "mean"):
         """-self[n, Y[n], d...] * weight[Y[n]] for log-probabilities (N, C, d...) or (C,) and class indices (N, d...);
         the mean divides by the summed weights of the labels counted (torch.nn.functional.nll_loss)."""
@@ -481,45 +489,43 @@ class NNOps:
 
 def _reduce_loss(loss, reduction: str, counted=None):
     """counted: how much each element counts in the mean (0 when ignored); the mean over none is NaN."""
-    if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "mean":
-        return loss.sum() / counted.sum() if counted is not None else loss.mean()
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if reduction != "mean":
+        return loss.sum() if reduction == "sum" else loss
+    return loss.sum() / counted.sum() if counted is not None else loss.mean()
 
 
-@functools.cache
-def _overlapping_windows_function():
-    # imported here: tensor.py imports this module before it defines Function
-    from tinygrad_core.tensor import Function
+class _BinaryCrossentropy(Function):
+    """PyTorch's binary cross-entropy: the logs clamped at -100 (0 log 0 is 0), and its gradients (p - y) /
+    max(p (1 - p), 1e-12) and log(1 - p) - log(p): through the composition, p = 0 would make 0 / 0."""
+    def forward(self, p, y):
+        self.p, self.y = p, y
+        return -(y * p.log().maximum(-100) + (1 - y) * (1 - p).log().maximum(-100))
 
-    class OverlappingWindows(Function):
-        """_pool's windows where they overlap, with the gradient written out (see NNOps._unpool)."""
-
-        def forward(self, x, kernel, strides, dilations, outs):
-            self.spatial, self.kernel, self.strides, self.dilations = x.shape[-len(kernel):], kernel, strides, dilations
-            return x._overlapping_windows(kernel, strides, dilations, outs)
-
-        def backward(self, grad_output):
-            return grad_output._unpool(self.spatial, self.kernel, self.strides, self.dilations)
-    return OverlappingWindows
+    def backward(self, g):
+        return g * (self.p - self.y) / (self.p * (1 - self.p)).maximum(1e-12), g * ((1 - self.p).log() - self.p.log())
 
 
-@functools.cache
-def _max_pool_function():
-    from tinygrad_core.tensor import Function
+class _OverlappingWindows(Function):
+    """_pool's windows where they overlap, with the gradient written out (see NNOps._unpool)."""
 
-    class MaxPool(Function):
-        """The max of each window, with torch's gradient: all of it to the one element max_pool2d's indices name
-        (max's own gradient would split it between tied maxima, and give NaN where the window has a NaN)."""
+    def forward(self, x, kernel, strides, dilations, outs):
+        self.spatial, self.kernel, self.strides, self.dilations = x.shape[-len(kernel):], kernel, strides, dilations
+        return x._overlapping_windows(kernel, strides, dilations, outs)
 
-        def forward(self, windows, positions, axes, n):
-            self.windows, self.positions, self.axes, self.n = windows, positions, axes, n
-            return windows.max(axes)
+    def backward(self, grad_output):
+        return grad_output._unpool(self.spatial, self.kernel, self.strides, self.dilations)
 
-        def backward(self, grad_output):
-            score, best = self.windows._pool_choice(self.positions, self.axes, self.n)
-            return (score == best).where(grad_output.reshape(best.shape), 0.0)
-    return MaxPool
+
+class _MaxPool(Function):
+    """The max of each window, with torch's gradient: all of it to the one element max_pool2d's indices name
+    (max's own gradient would split it between tied maxima, and give NaN where the window has a NaN)."""
+
+    def forward(self, windows, positions, axes, n):
+        self.windows, self.positions, self.axes, self.n = windows, positions, axes, n
+        return windows.max(axes)
+
+    def backward(self, grad_output):
+        score, best = self.windows._pool_choice(self.positions, self.axes, self.n)
+        return (score == best).where(grad_output.reshape(best.shape), 0.0)

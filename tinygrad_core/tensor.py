@@ -410,9 +410,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def mod(self, x, reverse=False) -> Tensor:
         """Remainder with the sign of the divisor, as Python's % does."""
         a, b = self._to_operand(x, reverse)
-        if dtypes.is_float(a.dtype):
-            return a - b * (a / b).floor()
-        r = a.mod_trunc(b)
+        r = a.fmod(b)                # (as PyTorch: fmod's remainder, moved over to the divisor's sign)
         return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
 
     def pow(self, x, reverse=False) -> Tensor:
@@ -421,8 +419,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         base, exponent = self._to_operand(x, reverse)
         if not dtypes.is_float(base.dtype):
             return _int_pow(base, x if isinstance(x, int) and not reverse else exponent)
-        if not reverse and isinstance(x, (int, float)) and x == 2:
-            return base * base
+        # as PyTorch: +-1/2 are square roots ((-inf) ** 0.5 is NaN), and whole powers multiply out, exact where
+        # 2^(c log2|b|) rounds (max ** 1 would overflow)
+        if not reverse and isinstance(x, (int, float)) and (x in (0.5, -0.5) or 0 < x < 2 ** 31 and x == int(x)):
+            return base.sqrt() if x == 0.5 else base.rsqrt() if x == -0.5 else in_float32(_int_pow)(base, int(x))
         return _Pow.apply(base, exponent)
 
     def maximum(self, x) -> Tensor:
@@ -545,7 +545,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if empty:
             # an empty axis reduces to the identity: pad it to one identity element (the graph stays connected, so
             # backward still reaches self with a zero gradient); any() of nothing is False
-            identity = 0 if op in (Ops.ADD, Ops.MAX) else 1
+            identity = op is Ops.MUL         # (0 or 1 as a bool: it keeps a bool tensor bool)
             x = self.pad(tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape)), identity)
         out = Tensor(x.uop.reduce(op, axes))
         new_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
@@ -626,9 +626,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         x = self._float()
         if x.numel() == 0:
             return x.sum(axis, keepdim).log()          # (over an empty axis: log 0 = -inf)
-        m = x.max(axis, keepdim=True).detach()
-        m = m.isinf().where(0.0, m)               # an infinite maximum is not subtracted: inf - inf would be NaN
-        return (x - m).exp().sum(axis, keepdim=True).log().add(m).reshape(x.sum(axis, keepdim).shape)
+        return _LogSumExp.apply(x, axis=axis).reshape(x.sum(axis, keepdim).shape)
 
     def softmax(self, axis=-1) -> Tensor:
         if self.numel() == 0:          # nothing to normalise (the axis is still checked)
@@ -958,6 +956,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} "
                                f"differ)")
         dtype = least_upper_dtype(self.dtype, w.dtype)
+        # small ints multiply in the (u)int32 their sum is in (in their own dtype, -128 * -128 would wrap)
+        dtype = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
         if w.ndim == 2 and w.uop.op is not Ops.PERMUTE and isinstance(w.shape[1], int) and w.shape[1] % PANEL == 0 \
                 and w.shape[1] * dtype.itemsize >= FAR_ROWS_BYTES and Device[w.device].renderer.simd_width:
             return self.cast(dtype)._dot_panels(w.cast(dtype))
@@ -1167,6 +1167,17 @@ class _Pow(Function):
         d_base = (e == 0).where(0.0, e * _pow_values(b, e - 1))
         d_exponent = ((b == 0) & (e >= 0)).where(0.0, self.out * b.log())
         return grad_output * d_base, grad_output * d_exponent
+
+
+class _LogSumExp(Function):
+    """log(sum(e^x)) over axis (kept), with PyTorch's gradient e^(x - out): through the composition, the e^x of a large
+    finite x beside a +inf maximum (which is not subtracted) overflows and meets its zero gradient as 0 * inf."""
+    def forward(self, x, axis):
+        m = x.max(axis, keepdim=True).isinf().where(0.0, x.max(axis, keepdim=True))   # (inf - inf would be NaN)
+        self.x, self.out = x, (x - m).exp().sum(axis, keepdim=True).log().add(m)
+        return self.out
+
+    def backward(self, grad_output): return grad_output * (self.x - self.out).exp()  # noqa: E704
 
 
 class _ContiguousBackward(Function):
