@@ -6,6 +6,7 @@ indexing (indexing.py) are mixed in below."""
 from __future__ import annotations
 import contextlib
 import functools
+import itertools
 import math
 import re
 import weakref
@@ -62,6 +63,9 @@ def _broadcast_shape(*shapes) -> tuple[int, ...]:
     return tuple(out)
 
 
+_serials = itertools.count()      # tensors in creation order (Tensor._live)
+
+
 class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
     # the TRAINING setting itself, so that Context(TRAINING=1), `with Tensor.train():` and Tensor.training agree
@@ -70,7 +74,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     train = training        # `with Tensor.train():` as in tinygrad (Tensor.train(False) for evaluation)
     _grad_tensors: weakref.WeakSet = weakref.WeakSet()     # tensors with requires_grad=True (their graphs are kept)
     is_param: bool = False
-    _live: weakref.WeakSet = weakref.WeakSet()             # every tensor, for realize_all's write-after-read check
+    # every tensor, in creation order (a set's order would follow memory addresses, and the order in which live
+    # tensors join a schedule decides its kernels), for realize_all's write-after-read check and the JIT
+    _live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
     def __init__(self, data, device: str | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):
@@ -102,7 +108,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
                 array = array.astype(np.float32)
             uop = _buffer_from_numpy(array, dtype or dtypes.from_np(array.dtype), device)
         self.uop: UOp = uop
-        Tensor._live.add(self)
+        Tensor._live[next(_serials)] = self
         self.grad: Tensor | None = None
         self.requires_grad: bool | None = None
         self.requires_grad_(requires_grad)
@@ -254,7 +260,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if target is None:
             self.uop = x.uop
             return self
-        if any(t is not self and buffer_of(t.uop) is target for t in list(Tensor._live)):
+        if any(t is not self and buffer_of(t.uop) is target for t in list(Tensor._live.values())):
             # identical graphs realize into one buffer (zeros(3) twice is one node): writing it would change the
             # other tensors too, so this tensor first takes a copy of its own
             self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())
@@ -281,7 +287,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if gradient.shape != self.shape:
             raise ValueError(f"gradient shape {gradient.shape} doesn't match tensor shape {self.shape}")
         in_graph = set(self.uop.toposort())
-        targets = [t for t in list(Tensor._live) if t.uop in in_graph and t.requires_grad is not False and
+        targets = [t for t in list(Tensor._live.values()) if t.uop in in_graph and t.requires_grad is not False and
                    dtypes.is_float(t.dtype)]
         if not targets:
             raise RuntimeError(f"backward(): no floating-point tensor in this graph can take a gradient (the result "
@@ -1144,7 +1150,7 @@ def _readers_of_overwritten(tensors) -> list[Tensor]:
     if not targets:
         return []
     reads = _reaches(targets)
-    return [t for t in list(Tensor._live) if id(t) not in chosen and buffer_of(t.uop) is None and reads(t.uop)]
+    return [t for t in list(Tensor._live.values()) if id(t) not in chosen and buffer_of(t.uop) is None and reads(t.uop)]
 
 
 def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:

@@ -140,13 +140,13 @@ class TinyJit:
         from tinygrad_core.creation import random_offset_buffers
         # lazy tensors that exist before the call (a layer's weights that nothing has realized yet) get buffers
         # now: computed inside the recorded kernels instead, they would keep their first value however they change
-        Tensor.realize_all(*[t for t in list(Tensor._live) if buffer_of(t.uop) is None and t.numel() != 0 and
+        Tensor.realize_all(*[t for t in list(Tensor._live.values()) if buffer_of(t.uop) is None and t.numel() != 0 and
                              not any(map(is_symbolic, t.shape))])
         before = dict(random_offset_buffers)
         # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
         # be computed, and so recorded, again, not found in schedule.realized (a replay after the weights change would
         # read it). Tensors keeping a graph for backward() keep it
-        plain = [(t, t.uop) for t in list(Tensor._live) if _leaf(t.uop) is not None]
+        plain = [(t, t.uop) for t in list(Tensor._live.values()) if _leaf(t.uop) is not None]
         _renew(plain, {_leaf(view).arg[0] for _, view in plain}, {})
         realize.capturing = recording = []
         try:
@@ -163,7 +163,7 @@ class TinyJit:
         outputs = _views(t for t in _tensors_out(ret) if id(t) not in returned_inputs)
         written = {bufs[0] for _, bufs, _ in recording} - set(input_buffers)
         # found once here, not among all live tensors per replay: a replay then costs what its state costs
-        viewers = weakref.WeakSet(t for t, view in _views(list(Tensor._live)) if (leaf := _leaf(view)) is not None
+        viewers = weakref.WeakSet(t for t, view in _views(list(Tensor._live.values())) if (leaf := _leaf(view)) is not None
                                   and leaf.arg[0] in written)
         self.captures[signature] = Capture(recording, slots, ret, randoms, input_buffers, outputs, returned_inputs,
                                            written, viewers)
