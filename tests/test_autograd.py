@@ -341,3 +341,16 @@ def test_gradient_of_a_target_outside_the_graph_raises():
     z = kept * 3
     z.numpy()
     assert z.sum().gradient(kept)[0].tolist() == [3.0, 3.0]
+
+
+def test_equal_lazy_constants_keep_their_gradients_apart():
+    # Tensor(3.0) and the 3.0 of `b * 3.0` were one node, as were two Tensor.zeros(2): each took the other's gradient
+    a, b = Tensor(3.0, requires_grad=True), Tensor([1., 2.])
+    ((a * b).sum() + (b * 3.0).sum()).backward()
+    assert a.grad.item() == 3.0
+    b1, b2, x = Tensor.zeros(2, requires_grad=True), Tensor.zeros(2, requires_grad=True), Tensor([1., 2.])
+    ((x + b1).sum() + (x * 5 + b2).square().sum()).backward()
+    assert b1.grad.tolist() == [1., 1.] and b2.grad.tolist() == [10., 20.]
+    c = Tensor(2.0)                       # didn't ask for a gradient: not given the 2.0's below
+    (Tensor([5.]) * 2.0).sum().backward()
+    assert c.grad is None

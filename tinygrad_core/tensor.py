@@ -166,6 +166,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         self.requires_grad = requires_grad
         if requires_grad:
             Tensor._grad_tensors.add(self)
+            if self.uop.base.op is Ops.CONST:   # a lazy constant is one node with every equal constant in any graph:
+                self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())   # a parameter needs its own
         return self
 
     # ---- evaluation ----
@@ -287,8 +289,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if gradient.shape != self.shape:
             raise ValueError(f"gradient shape {gradient.shape} doesn't match tensor shape {self.shape}")
         in_graph = set(self.uop.toposort())
-        targets = [t for t in list(Tensor._live.values()) if t.uop in in_graph and t.requires_grad is not False and
-                   dtypes.is_float(t.dtype)]
+        # (a lazy constant that didn't ask for a gradient is left out: its node is every equal constant's too)
+        targets = [t for t in list(Tensor._live.values()) if t.uop in in_graph and dtypes.is_float(t.dtype) and
+                   (t.requires_grad or t.requires_grad is None and t.uop.base.op is not Ops.CONST)]
         if not targets:
             raise RuntimeError(f"backward(): no floating-point tensor in this graph can take a gradient (the result "
                                f"is {self.dtype}, and inputs with requires_grad=False are left out)")
