@@ -344,3 +344,9 @@ def test_prod_of_an_empty_bool_tensor_is_bool():
 def test_logsumexp_gradient_beside_an_infinite_maximum():
     for x in ([inf, 3.4e38], [1.0, inf, 3.4e38], [[inf, 1.0], [2.0, 3.0]], [-inf, -inf], [2.0, 1e30]):
         same(*grads(lambda a: a.logsumexp(-1), x))
+
+
+def test_half_mean_of_large_values_is_not_inf():
+    # the float32 sum was rounded to half (inf) before the division
+    x = Tensor([65504., 65504.], dtype=dtypes.float16)
+    assert x.mean().dtype == dtypes.float16 and x.mean().item() == 65504.

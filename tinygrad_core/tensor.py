@@ -579,6 +579,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def min(self, axis=None, keepdim=False) -> Tensor:
         return self._flip_order().max(axis, keepdim)._flip_order()
 
+    @in_float32                      # (a 16-bit sum of many rounds to inf before it is divided)
     def mean(self, axis=None, keepdim=False) -> Tensor:
         x = self._float()
         count = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
