@@ -95,7 +95,7 @@ def test_rendered_programs_are_remembered_only_where_the_renderer_allows(tmp_pat
 
     def no_lowering(*args):
         raise AssertionError("lowered again")
-    monkeypatch.setattr(realize, "linear_program", no_lowering)
+    monkeypatch.setattr(realize, "program_for", no_lowering)
     if Device[device].renderer.cache_programs:
         again = realize.CompiledRunner(device, ast)
         assert (again.src, again.opts, again.global_size, again.name) == (first.src, first.opts, first.global_size,
@@ -220,7 +220,7 @@ def test_a_program_entry_with_a_valid_head_but_the_wrong_body_is_built_again(cac
     is refused by what it holds, not run: what a buggy writer could leave."""
     import json
     from tinygrad_core import Context
-    from tinygrad_core.device import _entry_head
+    from tinygrad_core.cache import _entry_head
     check(kernels("CPU"))
     programs = entries(cache)["programs"]
     saved = [json.loads(f.read_bytes()[32 + len(_entry_head(f)):]) for f in programs]
@@ -316,6 +316,23 @@ def test_the_digest_covers_every_module_of_the_package_and_the_version(tmp_path,
     assert package_digest("tg_toy_backend.renderer") != helper_edited
 
 
+def test_beams_choice_is_kept_under_the_programs_key_and_disk_cache_0_turns_off_every_kind(cache):
+    """One key scheme and one switch for all three disk caches: BEAM's opts entry is named by the kernel's program
+    key, and DISK_CACHE=0 reads and writes no entry at all (BEAM's opts were once still written)."""
+    from tinygrad_core import Context, Device, Tensor
+    from tinygrad_core.engine import realize
+    ast = (Tensor(X) + Tensor(Y)).schedule()[-1].ast
+    with Context(BEAM=1, DISK_CACHE=0):
+        check(kernels("CPU"))
+    assert not entries(cache)
+    with Context(BEAM=1):
+        check(kernels("CPU"))
+    kept = entries(cache)
+    assert kept[f"kernels/{Device['CPU'].compiler.cachekey}"]
+    assert realize._program_path("CPU", Device["CPU"].renderer, ast).name in \
+        {f.name for f in kept[f"opts/{Device['CPU'].compiler.cachekey}"]}
+
+
 def test_programs_and_binaries_are_keyed_by_the_backends_release(cache, monkeypatch, fresh_digests):
     import importlib.metadata
     import types
@@ -360,7 +377,7 @@ def test_a_dtype_the_renderer_lacks_is_refused_before_any_kernel_is_built(device
 
     def lowered(*args):
         raise AssertionError("the kernel was lowered")
-    monkeypatch.setattr(realize, "linear_program", lowered)
+    monkeypatch.setattr(realize, "program_for", lowered)
     with pytest.raises(NotImplementedError, match=rf"^{device} can't run a kernel using dtypes.half: .*supported: "):
         (Tensor(X.astype(np.float16), device=device) * 3).realize()
 

@@ -1,10 +1,11 @@
 """64-bit index arithmetic: a kernel whose indices or loop ends can pass int32 is lowered with int64 indices, on every
 renderer; every other kernel keeps int32 (cheaper everywhere)."""
 import pytest
-from tinygrad_core.codegen.lower import KernelOpts, lower_kernel
+from tinygrad_core.codegen.lower import lower_kernel
+from tinygrad_core.codegen.opts import KernelOpts
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.engine.realize import linear_program
+from tinygrad_core.codegen.pipeline import program_for
 from tinygrad_core.ops import Ops, UOp
 
 BIG = 2 ** 31 + 64
@@ -49,7 +50,7 @@ def test_a_reduce_whose_flat_index_passes_int32_is_wide():
 @pytest.mark.parametrize("renderer", renderers(), ids=lambda r: r.device)
 def test_every_renderer_writes_64_bit_index_math_for_a_big_kernel(renderer):
     opts = KernelOpts(local_size=128) if renderer.has_local else KernelOpts()
-    small, big = (renderer.render("k", linear_program(add_ast(n), renderer, opts)[0]) for n in (1000, BIG))
+    small, big = (renderer.render("k", program_for(add_ast(n), renderer, opts)[0]) for n in (1000, BIG))
     wide_names = {"CPU": "i64 %gidx", "PYTHON": '"SPECIAL", "long"', "CL": "long gidx0", "CUDA": "long long gidx0"}
     narrow_names = {"CPU": "i32 %gidx", "PYTHON": '"SPECIAL", "int"', "CL": "int gidx0", "CUDA": "int gidx0"}
     assert wide_names[renderer.device] in big and narrow_names[renderer.device] not in big

@@ -4,9 +4,10 @@ import dataclasses
 import json
 import numpy as np
 from tinygrad_core import Context, Device, Tensor
-from tinygrad_core.codegen.lower import KernelOpts
+from tinygrad_core.cache import opts_from_json, opts_to_json
+from tinygrad_core.codegen.opts import KernelOpts
 from tinygrad_core.engine import search
-from tinygrad_core.engine.realize import CompiledRunner, opts_from_json
+from tinygrad_core.engine.realize import CompiledRunner
 from helpers import assert_close
 
 
@@ -73,7 +74,17 @@ def test_opts_are_kept_by_field_name_and_an_entry_of_another_form_is_searched_ag
     every_field = KernelOpts(upcast=((0, 4), (2, 2)), local_size=32, unroll=4, tensor_core=True, local_tiles=True,
                              order=(2, 0, 1))
     assert all(getattr(every_field, f.name) != f.default for f in dataclasses.fields(KernelOpts))
-    assert opts_from_json(json.loads(json.dumps(dataclasses.asdict(every_field)))) == every_field
+    assert opts_from_json(json.loads(json.dumps(opts_to_json(every_field)))) == every_field
     assert opts_from_json([[[0, 4]], 1, 4, False, False]) is None         # the old positional form lost `order`
     assert opts_from_json({**dataclasses.asdict(every_field), "retired": 1}) is None
     assert opts_from_json({k: v for k, v in dataclasses.asdict(every_field).items() if k != "order"}) is None
+
+
+def test_the_search_is_handed_its_runner_and_does_not_import_realize():
+    """engine/realize calls the search (BEAM=1) with a builder; the search takes its keys and entries from cache.py,
+    so the two modules don't import each other."""
+    import ast
+    import inspect
+    imported = {node.module for node in ast.walk(ast.parse(inspect.getsource(search)))
+                if isinstance(node, ast.ImportFrom)}
+    assert "tinygrad_core.cache" in imported and not any(m.startswith("tinygrad_core.engine") for m in imported)

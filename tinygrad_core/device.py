@@ -2,16 +2,12 @@
 
 The core reaches hardware only through these classes; which ones exist is decided by plugins.py at runtime."""
 from __future__ import annotations
-import functools
-import hashlib
-import importlib.metadata
 import os
-import pathlib
-import tempfile
 from typing import Any
 import numpy as np
+from tinygrad_core.cache import entry_path, package_digest, read_entry, write_entry
 from tinygrad_core.dtype import DType, dtypes
-from tinygrad_core.helpers import DEBUG, GlobalCounters, getenv, cache_dir
+from tinygrad_core.helpers import GlobalCounters, getenv
 from tinygrad_core.plugins import registry, Backend
 
 
@@ -133,62 +129,15 @@ class Compiler:
 
     def compile_cached_many(self, sources: list[str]) -> list[bytes]:
         """The binaries of sources: from the disk cache, the missing ones compiled together by compile_many."""
-        if self.cachekey is None or not getenv("DISK_CACHE", 1):
+        if self.cachekey is None:
             return self.compile_many(sources)
-        paths = [cache_dir() / "kernels" / self.cachekey /
-                 hashlib.sha256(f"{package_digest(type(self).__module__)}|{s}".encode()).hexdigest() for s in sources]
-        binaries = [_read_cache_entry(path) for path in paths]
+        paths = [entry_path(f"kernels/{self.cachekey}", package_digest(type(self).__module__), s) for s in sources]
+        binaries = [read_entry(path) for path in paths]
         missing = [i for i, binary in enumerate(binaries) if binary is None]
         for i, binary in zip(missing, self.compile_many([sources[i] for i in missing])):
-            _write_cache_entry(paths[i], binary)
+            write_entry(paths[i], binary)
             binaries[i] = binary
         return binaries
-
-
-@functools.cache
-def package_digest(module: str) -> str:
-    """A digest of every .py file of the top-level package `module` is in, and of its distribution's version: what a
-    backend made is kept on disk only for the code and release that made it (any edit or upgrade misses)."""
-    name = module.partition(".")[0]
-    package, meta = importlib.import_module(name), importlib.metadata
-    files = [f for root in getattr(package, "__path__", ()) for f in sorted(pathlib.Path(root).rglob("*.py"))] or \
-        [pathlib.Path(f) for f in [getattr(package, "__file__", None)] if f]       # (a module of its own)
-    # (the slow search of every distribution's files only for one named otherwise than its package, or none)
-    dists = list(meta.distributions(name=name)) or map(meta.distribution, meta.packages_distributions().get(name, []))
-    versions = repr([d.version for d in dists]).encode()
-    return hashlib.sha256(versions + b"".join(f.read_bytes() for f in files)).hexdigest()
-
-
-def _entry_head(path: pathlib.Path) -> bytes:
-    """An entry is sha256(rest) + rest, rest = this head and the body. The head names the format (a new layout gets
-    a new number: older entries are then rebuilt) and the entry's own place: its folder and file name, the hash of
-    the key it was made for (a copied or swapped file is refused)."""
-    return b"tinygrad_core cache 2 %s/%s\n" % (path.parent.name.encode(), path.name.encode())
-
-
-def _read_cache_entry(path: pathlib.Path, parse=bytes):
-    """parse(body) of the entry at path, or None where it's missing or bad (damaged, of another format, made for
-    another key, or refused by parse: a ValueError, KeyError or TypeError): the caller then builds it again."""
-    try:
-        data = path.read_bytes()
-        if hashlib.sha256(data[32:]).digest() != data[:32] or not data[32:].startswith(_entry_head(path)):
-            raise ValueError("damaged, of another format or made for another key")
-        return parse(data[32 + len(_entry_head(path)):])
-    except (OSError, ValueError, KeyError, TypeError) as e:    # (json's errors and UnicodeDecodeError are ValueErrors)
-        if DEBUG >= 1 and not isinstance(e, FileNotFoundError):     # (a missing entry is no news)
-            print(f"cache: discarding {path} ({type(e).__name__}: {e}): building it again")
-        return None
-
-
-def _write_cache_entry(path: pathlib.Path, body: bytes):
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # write to a temporary file and rename: concurrent writers each replace the entry whole
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
-            f.write(hashlib.sha256(_entry_head(path) + body).digest() + _entry_head(path) + body)
-        os.replace(f.name, path)
-    except OSError:
-        pass          # a read-only or full disk only costs a recompile next time
 
 
 class Program:
@@ -207,7 +156,7 @@ class Compiled:
     def __init__(self, device: str, allocator: Allocator, renderer, compiler: Compiler, runtime: type[Program]):
         self.device, self.allocator, self.renderer = device, allocator, renderer
         self.compiler, self.runtime = compiler, runtime
-        self.kernel_cache: dict = {}
+        self.kernel_cache: dict = {}       # kernel AST -> its runner (cache.py describes every cache)
 
     def synchronize(self):
         """Wait for all queued work on this device (synchronous backends need not override)."""

@@ -1,4 +1,2 @@
 """`from tinygrad_core.jit import TinyJit`, where tinygrad users look for it."""
-from tinygrad_core.engine.jit import TinyJit, JitError
-
-__all__ = ["TinyJit", "JitError"]
+from tinygrad_core.engine.jit import TinyJit, JitError  # noqa: F401 (re-exported)

@@ -4,12 +4,12 @@ Each kernel becomes `void name(ptr buf0, ..., i32 var0, ..., i64 start, i64 end)
 parallel index gidx0 in [start, end): runtime.py hands slices of that range to different threads. Index arithmetic is
 i32, or i64 in kernels the core lowered with 64-bit indices (buffers of 2**31 elements or more)."""
 from __future__ import annotations
+import hashlib
 import struct
 import numpy as np
 from tinygrad_core.dtype import DType, dtypes, FLOATS, INTS, UNSIGNED
 from tinygrad_core.ops import Ops, UOp, GroupOp
-from tinygrad_core.renderer import Renderer, program_signature
-from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.renderer import Renderer, affine, program_signature
 from tinygrad_cpu import mathlib
 
 # the type a value has in registers; bfloat16 is computed as float and rounded after every op (as the reference does)
@@ -74,6 +74,9 @@ class LLVMRenderer(Renderer):
 
     def __init__(self, simd_width: int = 64):
         self.simd_width = simd_width   # bytes per vector register of the host CPU (64: AVX-512, 32: AVX2, 16: SSE)
+        # the core keys programs on disk by this package's files and the renderer's attributes: a helper changed in
+        # memory (not on disk) reaches the key through this one
+        self.helpers_digest = hashlib.sha256(repr(sorted(mathlib.HELPERS.items())).encode()).hexdigest()[:16]
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return KernelWriter(name, uops, self.simd_width).render()
@@ -166,7 +169,7 @@ class KernelWriter:
                 open_loops.pop()
             elif open_loops:
                 loop_of[u] = open_loops[-1]
-        strides = {u: sym.linear(u.src[1])[0].get(loop_of[u], 0)
+        strides = {u: affine(u.src[1])[0].get(loop_of[u], 0)
                    for u in self.uops if u.op is Ops.LOAD and u in loop_of}
         # only loads stepping by one element (or not at all) become plain vector loads along the loop
         strided = {loop_of[u] for u, stride in strides.items() if abs(stride) > 1}
@@ -308,7 +311,7 @@ class KernelWriter:
         mem_type = MEMORY_TYPE[buffer.dtype]
         stride = self.load_strides.get(u, 0)
         if abs(stride) > PREFETCH_STRIDE and valid is None and \
-                sym.linear(u.src[1])[1] % max(1, 64 // buffer.dtype.itemsize) == 0:
+                affine(u.src[1])[1] % max(1, 64 // buffer.dtype.itemsize) == 0:
             # a loop striding through memory defeats the hardware prefetcher: ask for the cache line needed
             # PREFETCH_TRIPS trips from now (one prefetch per line; prefetches never fault, even past the end)
             ahead = self.emit(f"add {ty} {index}, {stride * PREFETCH_TRIPS}")

@@ -15,7 +15,7 @@ from tinygrad_cuda.renderer import CUDARenderer
 
 def render_for_cuda(ast, renderer: CUDARenderer, name: str) -> str:
     """The CUDA source of a kernel AST, through the same codegen steps the core's CompiledRunner takes."""
-    return renderer.render(name, realize.linear_program(ast, renderer, choose_opts(ast, renderer))[0])
+    return renderer.render(name, realize.program_for(ast, renderer, choose_opts(ast, renderer))[0])
 
 
 class CudaCompileCheck:

@@ -7,10 +7,74 @@ from __future__ import annotations
 from tinygrad_core.dtype import ALL, DType, dtypes
 from tinygrad_core.ops import Ops, UOp
 from tinygrad_core.renderer import TensorCore
-from tinygrad_core.renderer.cstyle import CStyleRenderer
+from tinygrad_core.renderer.cstyle import CKernel, CStyleRenderer
 
 WMMA = "nvcuda::wmma"
 WMMA_TYPES = {dtypes.float16: "half", dtypes.bfloat16: "__nv_bfloat16", dtypes.float32: "float"}
+
+
+class CUDAKernel(CKernel):
+    """What CUDA C spells its own way: tensor-core fragments, half through the cuda_fp16.h intrinsics, bitcasts."""
+
+    def wmma(self, u: UOp, src: list[str]) -> str | None:
+        """A warp's tensor-core ops: its accumulator fragment, one tile product, the tile's store."""
+        tc = u.arg[0]
+        shape = ", ".join(map(str, tc.dims))
+        if u.op is Ops.WMMA_ACC:
+            name = self.new_name("wmma_acc")
+            self.emit(f"{WMMA}::fragment<{WMMA}::accumulator, {shape}, {WMMA_TYPES[tc.dtype_acc]}> {name};")
+            self.emit(f"{WMMA}::fill_fragment({name}, 0.0f);")
+            return name
+        if u.op is Ops.WMMA:        # the fragments are loaded by all the warp's threads together
+            _, a_ld, a_rows, b_ld, b_rows = u.arg
+            kind = WMMA_TYPES[tc.dtype_in]
+            self.emit("{")
+            operands = (("a", src[1], src[2], a_ld, a_rows), ("b", src[3], src[4], b_ld, b_rows))
+            for frag, buf, index, ld, rows in operands:
+                layout = f"{WMMA}::{'row' if rows else 'col'}_major"
+                self.emit(f"  {WMMA}::fragment<{WMMA}::matrix_{frag}, {shape}, {kind}, {layout}> {frag};")
+                self.emit(f"  {WMMA}::load_matrix_sync({frag}, (const {kind}*)({buf} + {index}), {ld});")
+            self.emit(f"  {WMMA}::mma_sync({src[0]}, a, b, {src[0]});")
+            self.emit("}")
+            return src[0]
+        # WMMA_STORE: straight to memory when the buffer holds the accumulator's type, else through a shared tile
+        out, (tm, tn, _), ld = u.src[0].dtype, tc.dims, u.arg[1]
+        if out == tc.dtype_acc:
+            self.emit(f"{WMMA}::store_matrix_sync({src[0]} + {src[1]}, {src[2]}, {ld}, {WMMA}::mem_row_major);")
+            return None
+        value = self.to_storage(out, "tile[i]") if out in self.float_computed else \
+            self.render_cast("tile[i]", tc.dtype_acc, out)
+        self.emit("{")
+        self.emit(f"  __shared__ {WMMA_TYPES[tc.dtype_acc]} tile[{tm * tn}];")
+        self.emit(f"  {WMMA}::store_matrix_sync(tile, {src[2]}, {tn}, {WMMA}::mem_row_major);")
+        self.emit("  __syncwarp();")
+        self.emit(f"  for (int i = threadIdx.x; i < {tm * tn}; i += {tc.threads}) "
+                  f"{src[0]}[{src[1]} + i / {tn} * {ld} + i % {tn}] = {value};")
+        self.emit("}")
+        return None
+
+    OPS = {**CKernel.OPS, Ops.WMMA_ACC: wmma, Ops.WMMA: wmma, Ops.WMMA_STORE: wmma}
+
+    def render_cast(self, x: str, source: DType, target: DType) -> str:
+        # half converts through the cuda_fp16.h intrinsics (its C++ constructors and operators vary by version)
+        if source == target or (target != dtypes.float16 and source != dtypes.float16):
+            return super().render_cast(x, source, target)
+        if target == dtypes.float16:
+            if source == dtypes.float64:
+                return f"__double2half({x})"      # one rounding, as numpy's float64 -> float16
+            return f"__float2half({super().render_cast(x, source, dtypes.float32)})"
+        return super().render_cast(f"__half2float({x})", dtypes.float32, target)
+
+    def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
+        self.helpers_used.add("bitcast")
+        return f"tg_bitcast<{self.type_names[target]}>({x})"
+
+    def helper_source(self, name: str) -> str:
+        if name == "bitcast":
+            return ("template <class To, class From> " + self.helper_prefix + " To tg_bitcast(From x) {\n"
+                    "  static_assert(sizeof(To) == sizeof(From), \"bitcast needs types of one size\");\n"
+                    "  To out;\n  memcpy(&out, &x, sizeof(To));\n  return out;\n}")
+        return super().helper_source(name)
 
 
 class CUDARenderer(CStyleRenderer):
@@ -35,6 +99,7 @@ class CUDARenderer(CStyleRenderer):
     max_upcast = 16                   # a 4 x 4 register tile of outputs per thread (matmul: ~30x fewer loads)
     local_max = (1024, 1024, 64)
     global_max = (2 ** 31 - 1, 65535, 65535)
+    kernel_writer = CUDAKernel
 
     def __init__(self, arch: str = "sm_90"):
         self.arch = arch
@@ -48,61 +113,3 @@ class CUDARenderer(CStyleRenderer):
         return ["#include <cuda_fp16.h>"] * any(u.dtype == dtypes.float16 for u in uops) + \
             ["#include <cuda_bf16.h>"] * any(u.arg[0].dtype_in == dtypes.bfloat16 for u in wmma) + \
             ["#include <mma.h>"] * bool(wmma)
-
-    def render_wmma(self, u: UOp, src: list[str], emit) -> str | None:
-        tc = u.arg[0]
-        shape = ", ".join(map(str, tc.dims))
-        if u.op is Ops.WMMA_ACC:
-            self._counts["wmma_acc"] = number = self._counts.get("wmma_acc", -1) + 1
-            name = f"wmma_acc{number}"
-            emit(f"{WMMA}::fragment<{WMMA}::accumulator, {shape}, {WMMA_TYPES[tc.dtype_acc]}> {name};")
-            emit(f"{WMMA}::fill_fragment({name}, 0.0f);")
-            return name
-        if u.op is Ops.WMMA:        # the fragments are loaded by all the warp's threads together
-            _, a_ld, a_rows, b_ld, b_rows = u.arg
-            kind = WMMA_TYPES[tc.dtype_in]
-            emit("{")
-            operands = (("a", src[1], src[2], a_ld, a_rows), ("b", src[3], src[4], b_ld, b_rows))
-            for frag, buf, index, ld, rows in operands:
-                layout = f"{WMMA}::{'row' if rows else 'col'}_major"
-                emit(f"  {WMMA}::fragment<{WMMA}::matrix_{frag}, {shape}, {kind}, {layout}> {frag};")
-                emit(f"  {WMMA}::load_matrix_sync({frag}, (const {kind}*)({buf} + {index}), {ld});")
-            emit(f"  {WMMA}::mma_sync({src[0]}, a, b, {src[0]});")
-            emit("}")
-            return src[0]
-        # WMMA_STORE: straight to memory when the buffer holds the accumulator's type, else through a shared tile
-        out, (tm, tn, _), ld = u.src[0].dtype, tc.dims, u.arg[1]
-        if out == tc.dtype_acc:
-            emit(f"{WMMA}::store_matrix_sync({src[0]} + {src[1]}, {src[2]}, {ld}, {WMMA}::mem_row_major);")
-            return None
-        value = self.to_storage(out, "tile[i]") if out in self.float_computed else \
-            self.render_cast("tile[i]", tc.dtype_acc, out)
-        emit("{")
-        emit(f"  __shared__ {WMMA_TYPES[tc.dtype_acc]} tile[{tm * tn}];")
-        emit(f"  {WMMA}::store_matrix_sync(tile, {src[2]}, {tn}, {WMMA}::mem_row_major);")
-        emit("  __syncwarp();")
-        emit(f"  for (int i = threadIdx.x; i < {tm * tn}; i += {tc.threads}) "
-             f"{src[0]}[{src[1]} + i / {tn} * {ld} + i % {tn}] = {value};")
-        emit("}")
-        return None
-
-    def render_cast(self, x: str, source: DType, target: DType) -> str:
-        # half converts through the cuda_fp16.h intrinsics (its C++ constructors and operators vary by version)
-        if source == target or (target != dtypes.float16 and source != dtypes.float16):
-            return super().render_cast(x, source, target)
-        if target == dtypes.float16:
-            if source == dtypes.float64:
-                return f"__double2half({x})"      # one rounding, as numpy's float64 -> float16
-            return f"__float2half({super().render_cast(x, source, dtypes.float32)})"
-        return super().render_cast(f"__half2float({x})", dtypes.float32, target)
-
-    def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
-        self.use_helper("bitcast")
-        return f"tg_bitcast<{self.type_names[target]}>({x})"
-
-    def helper_source(self, name: str) -> str:
-        if name == "bitcast":
-            return ("template <class To, class From> " + self.helper_prefix + " To tg_bitcast(From x) {\n"
-                    "  static_assert(sizeof(To) == sizeof(From), \"bitcast needs types of one size\");\n"
-                    "  To out;\n  memcpy(&out, &x, sizeof(To));\n  return out;\n}")
-        return super().helper_source(name)

@@ -5,7 +5,14 @@ computed through float without it) is decided per device when the backend opens 
 from __future__ import annotations
 from tinygrad_core.dtype import ALL, DType, dtypes
 from tinygrad_core.ops import UOp
-from tinygrad_core.renderer.cstyle import CStyleRenderer
+from tinygrad_core.renderer.cstyle import CKernel, CStyleRenderer
+
+
+class OpenCLKernel(CKernel):
+    """OpenCL C reinterprets bits with its as_type functions."""
+
+    def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
+        return f"as_{self.type_names[target]}({x})"
 
 
 class OpenCLRenderer(CStyleRenderer):
@@ -29,6 +36,7 @@ class OpenCLRenderer(CStyleRenderer):
     vector_store = "vstore{n}({value}, 0, {buffer}+{index})"
     default_local_size = 64
     max_upcast = 16                   # a 4 x 4 register tile of outputs per thread (matmul: ~30x fewer loads)
+    kernel_writer = OpenCLKernel
 
     def __init__(self, has_fp16: bool = True, has_fp64: bool = True, max_work_group_size: int = 256,
                  max_work_item_sizes: tuple[int, ...] = (256, 256, 256), vector_loads: bool = True,
@@ -60,6 +68,3 @@ class OpenCLRenderer(CStyleRenderer):
         if self.has_fp64:
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
         return lines
-
-    def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
-        return f"as_{self.type_names[target]}({x})"

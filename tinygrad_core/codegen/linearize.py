@@ -112,7 +112,3 @@ class Linearizer:
         update = self.emit(self.rewrite(UOp(op, acc.dtype, (acc, value))))
         self.depth_of[acc] = outer
         return self.place(UOp(Ops.ASSIGN, acc.dtype, (acc, update)), inner)
-
-
-def linearize(sink: UOp, rewrite=lambda u: u) -> list[UOp]:
-    return Linearizer(sink, rewrite).program()

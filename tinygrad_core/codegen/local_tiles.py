@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.codegen.decompose import decompose
 from tinygrad_core.codegen.linearize import Linearizer
-from tinygrad_core.codegen.lower import Lowerer, contiguous_strides
+from tinygrad_core.codegen.lower import Lowerer, flat_index, reads_zero_unless, unflatten
 from tinygrad_core.dtype import DType, dtypes
-from tinygrad_core.helpers import prod
+from tinygrad_core.helpers import ceildiv, prod
 from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.renderer import program_signature
 
 MIN_SIZE = 16        # M, N and K must each be at least this: smaller kernels leave most of a tile's threads idle
 
@@ -116,7 +117,7 @@ def match(ast: UOp, renderer) -> LocalTilePlan | None:
     upcast = next(r for r in (4, 2, 1) if r == 1 or (r * r <= renderer.max_upcast and min(M, N) >= r * tile))
     plan = dataclasses.replace(plan, upcast=upcast)
     shared_bytes = tile * tile * upcast * (plan.x.dtype.itemsize + plan.y.dtype.itemsize)
-    groups = (-(-N // (tile * upcast)), -(-M // (tile * upcast)), batch)
+    groups = (ceildiv(N, tile * upcast), ceildiv(M, tile * upcast), batch)
     if min(M, N, K) < MIN_SIZE or shared_bytes > renderer.shared_max or \
             any(g > limit for g, limit in zip(groups, renderer.global_max or groups)) or \
             any(tile > limit for limit in (renderer.local_max or (tile, tile))[:2]):
@@ -124,17 +125,10 @@ def match(ast: UOp, renderer) -> LocalTilePlan | None:
     return plan
 
 
-def _unflatten(flat: UOp, sizes: list[int]) -> list[UOp]:
-    """Row-major coordinates of flat over axes of these sizes. The outermost takes no modulo: where flat is past the
-    end (a partial tile) every access is gated off anyway."""
-    return [sym.idiv(flat, stride) if i == 0 else sym.mod(sym.idiv(flat, stride), size)
-            for i, (stride, size) in enumerate(zip(contiguous_strides(sizes), sizes))]
-
-
 def _out_coords(plan: LocalTilePlan, shape, m: UOp, n: UOp, batch: UOp) -> tuple[UOp, ...]:
     coords = [sym.const(0)] * len(shape)
     for axes, flat in ((plan.m_axes, m), (plan.n_axes, n), (plan.batch_axes, batch)):
-        for axis, coordinate in zip(axes, _unflatten(flat, [shape[a] for a in axes])):
+        for axis, coordinate in zip(axes, unflatten(flat, [shape[a] for a in axes])):
             coords[axis] = coordinate
     return tuple(coords)
 
@@ -147,13 +141,13 @@ def program(ast: UOp, plan: LocalTilePlan, renderer) -> tuple[list[UOp], tuple, 
     shape, T, R, zero = value.shape, plan.tile, plan.upcast, sym.const(0)
     M, N, K, batch = plan.sizes(shape)
     in_shape, reduce_axes = plan.reduce.src[0].shape, plan.reduce.arg[1]
-    buffers = sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
-    lin = Linearizer(UOp(Ops.SINK, dtypes.void, tuple(buffers)), lambda u: decompose(u, renderer))
+    lin = Linearizer(UOp(Ops.SINK, dtypes.void, tuple(program_signature(ast.toposort())[0])),
+                     lambda u: decompose(u, renderer))
 
     def emit(u: UOp) -> UOp:
         return lin.emit(decompose(u, renderer))
 
-    groups = (-(-N // (T * R)), -(-M // (T * R)), batch)
+    groups = (ceildiv(N, T * R), ceildiv(M, T * R), batch)
     gn, gm = (UOp(Ops.SPECIAL, sym.INDEX, (), (f"gidx{i}", g)) for i, g in enumerate(groups[:2]))
     gb = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx2", batch)) if plan.batch_axes else zero
     col, row = (UOp(Ops.SPECIAL, sym.INDEX, (), (f"lidx{i}", T)) for i in range(2))
@@ -165,15 +159,15 @@ def program(ast: UOp, plan: LocalTilePlan, renderer) -> tuple[list[UOp], tuple, 
     n_ok = [sym.lt(n, N) if N % (T * R) else None for n in ns]
     accs = [lin.place(UOp(Ops.DEFINE_ACC, plan.reduce.dtype, (emit(UOp(Ops.CONST, plan.reduce.dtype, (), 0)),), a), 0)
             for a in range(R * R)]
-    step = lin.open_loop(UOp(Ops.RANGE, sym.INDEX, (sym.const(-(-K // T)),), 0))
+    step = lin.open_loop(UOp(Ops.RANGE, sym.INDEX, (sym.const(ceildiv(K, T)),), 0))
     k0 = sym.mul(step, T)
 
     def tile_element(operand: UOp, tile: UOp, index: UOp, m: UOp, n: UOp, k: UOp, valid) -> UOp:
         """One element of an operand's tile: the operand lowered at (m, n, k), stored at tile[index]."""
         k_ok = sym.lt(k, K) if K % T else None
         element = _operand_at(plan, value, operand, _out_coords(plan, shape, m, n, gb),
-                              tuple(_unflatten(k, [in_shape[a] for a in reduce_axes])), sym.and_(valid, k_ok))
-        if k_ok is not None and not _reads_zero_unless(element, k_ok):
+                              unflatten(k, [in_shape[a] for a in reduce_axes]), sym.and_(valid, k_ok))
+        if k_ok is not None and not reads_zero_unless(element, k_ok):
             # past K both tiles must hold 0, whatever a prologue makes of a masked load (exp(0) = 1)
             element = UOp(Ops.WHERE, element.dtype, (k_ok, element, UOp(Ops.CONST, element.dtype, (), 0)))
         return emit(UOp(Ops.STORE, dtypes.void, (tile, index, element)))
@@ -207,18 +201,7 @@ def program(ast: UOp, plan: LocalTilePlan, renderer) -> tuple[list[UOp], tuple, 
         valid = sym.and_(m_ok[i], n_ok[j])
         out = _out_coords(plan, shape, ms[i], ns[j], gb)
         result = _AtReduce(plan.reduce, lambda *_, acc=accs[a]: acc).lower(value, (out,), (valid,))[0]
-        index = sym.const(0)
-        for coordinate, stride in zip(out, contiguous_strides(shape)):
-            index = sym.add(index, sym.mul(coordinate, stride))
-        emit(UOp(Ops.STORE, dtypes.void, (out_buf, index, result) + (() if valid is None else (valid,))))
+        gate = () if valid is None else (valid,)
+        emit(UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(out, shape), result) + gate))
     return lin.program(), groups, (T, T, 1)
 
-
-def _reads_zero_unless(element: UOp, cond: UOp) -> bool:
-    """element is a load (maybe cast) that reads 0 wherever cond is False: its gate has cond in it."""
-    while element.op is Ops.CAST:
-        element = element.src[0]
-    if element.op is not Ops.LOAD or len(element.src) < 3:
-        return False
-    gate = element.src[2]
-    return gate is cond or (gate.op is Ops.AND and cond in gate.src)

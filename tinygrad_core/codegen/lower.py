@@ -7,23 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 import itertools
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import prod
+from tinygrad_core.helpers import ceildiv, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
 from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.renderer import program_signature
 
 Indices = tuple[UOp, ...]
-
-
-@dataclass(frozen=True)
-class KernelOpts:
-    """How to map a kernel onto the hardware: which output axes to upcast (compute several per thread), how many
-    threads per group (GPUs), and by how much to unroll each reduce loop."""
-    upcast: tuple[tuple[int, int], ...] = ()     # (axis, amount) pairs; amount divides the axis
-    local_size: int = 1                           # threads per group, on renderers with has_local
-    unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
-    tensor_core: bool = False                     # run as tile multiply-accumulates (codegen/tensor_cores.py)
-    local_tiles: bool = False                     # run as a local-memory tiled product (codegen/local_tiles.py)
-    order: tuple[int, ...] = ()                   # output axes from slowest to fastest along the parallel index
 
 
 @dataclass
@@ -54,45 +43,43 @@ class Lowerer:
         return self.memo[key]
 
     def _lower(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
-        op, src = node.op, node.src
-        if op is Ops.LOAD:
-            return tuple(UOp(Ops.CONST, node.dtype, (), 0) if sym.is_const(v) and v.arg is False else
-                         UOp(Ops.LOAD, node.dtype, (src[0], idx[0]) + (() if v is None else (v,)))
-                         for idx, v in zip(idxs, valids))
-        if op is Ops.CONST:        # a number, or a symbolic size used as a number (its Variables are kernel arguments)
-            value = node.arg.cast(node.dtype) if isinstance(node.arg, UOp) else UOp(Ops.CONST, node.dtype, (), node.arg)
-            return (value,) * len(idxs)
-        if op is Ops.DEFINE_VAR:
-            return (node,) * len(idxs)
-        if op in GroupOp.ELEMENTWISE:
-            lowered = [self.lower(s, idxs, valids) for s in src]
-            return tuple(UOp(op, node.dtype, tuple(parts), node.arg) for parts in zip(*lowered))
-        if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.CUSTOM):
-            return self.lower(src[0], idxs, valids)
-        if op is Ops.REDUCE_AXIS:
-            return self._lower_reduce(node, idxs, valids)
-        if op is Ops.GATHER:
-            return self._lower_gather(node, idxs, valids)
-        if op is Ops.PAD and 0 in src[0].shape:      # padding an empty tensor: all padding, nothing to read
-            return (UOp(Ops.CONST, node.dtype, (), 0),) * len(idxs)
-        if op is Ops.PAD:
-            conds, src_idxs = [], []
-            for idx in idxs:
-                cond, moved = None, []
-                for i, (before, after), size in zip(idx, node.arg, src[0].shape):
-                    if before or after:
-                        cond = sym.and_(cond, sym.and_(sym.ge(i, before), sym.lt(i, before + size)))
-                    moved.append(sym.sub(i, before))
-                conds.append(cond)
-                src_idxs.append(tuple(moved))
-            inner = self.lower(src[0], tuple(src_idxs), tuple(sym.and_(v, c) for v, c in zip(valids, conds)))
-            zero = UOp(Ops.CONST, node.dtype, (), 0)
-            return tuple(x if c is None or (sym.is_const(c) and c.arg is True) or _gated_by(x, c) else
-                         zero if sym.is_const(c) else UOp(Ops.WHERE, node.dtype, (c, x, zero))
-                         for x, c in zip(inner, conds))
-        if op in GroupOp.MOVEMENT:
-            return self.lower(src[0], tuple(move_index(node, idx) for idx in idxs), valids)
-        raise NotImplementedError(f"can't lower {op} inside a kernel (the scheduler should have cut it out)")
+        if (rule := self.RULES.get(node.op)) is None:
+            raise NotImplementedError(f"can't lower {node.op} inside a kernel (the scheduler should have cut it out)")
+        return rule(self, node, idxs, valids)
+
+    def _lower_load(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        return tuple(UOp(Ops.CONST, node.dtype, (), 0) if sym.is_const(v) and v.arg is False else
+                     UOp(Ops.LOAD, node.dtype, (node.src[0], idx[0]) + (() if v is None else (v,)))
+                     for idx, v in zip(idxs, valids))
+
+    def _lower_const(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        # a number, or a symbolic size used as a number (its Variables are kernel arguments)
+        value = node.arg.cast(node.dtype) if isinstance(node.arg, UOp) else UOp(Ops.CONST, node.dtype, (), node.arg)
+        return (value,) * len(idxs)
+
+    def _lower_elementwise(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        lowered = [self.lower(s, idxs, valids) for s in node.src]
+        return tuple(UOp(node.op, node.dtype, tuple(parts), node.arg) for parts in zip(*lowered))
+
+    def _lower_pad(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        src, zero = node.src[0], UOp(Ops.CONST, node.dtype, (), 0)
+        if 0 in src.shape:      # padding an empty tensor: all padding, nothing to read
+            return (zero,) * len(idxs)
+        conds, src_idxs = [], []
+        for idx in idxs:
+            cond, moved = None, []
+            for i, (before, after), size in zip(idx, node.arg, src.shape):
+                if before or after:
+                    cond = sym.and_(cond, sym.and_(sym.ge(i, before), sym.lt(i, before + size)))
+                moved.append(sym.sub(i, before))
+            conds.append(cond)
+            src_idxs.append(tuple(moved))
+        inner = self.lower(src, tuple(src_idxs), tuple(sym.and_(v, c) for v, c in zip(valids, conds)))
+        return tuple(x if c is None or (sym.is_const(c) and c.arg is True) or reads_zero_unless(x, c) else
+                     zero if sym.is_const(c) else UOp(Ops.WHERE, node.dtype, (c, x, zero)) for x, c in zip(inner, conds))
+
+    def _lower_movement(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        return self.lower(node.src[0], tuple(move_index(node, idx) for idx in idxs), valids)
 
     def _lower_gather(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
         """x[..., index[j], ...]: the index is loaded, and becomes part of x's address. An index outside [-n, n)
@@ -143,9 +130,21 @@ class Lowerer:
             outs.append(out)
         return tuple(outs)
 
+    def _lower_through(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        return self.lower(node.src[0], idxs, valids)
 
-def _gated_by(x: UOp, cond: UOp) -> bool:
-    """x is a load that already reads 0 wherever cond is False (so a WHERE around it would change nothing)."""
+    # how each op of a kernel AST lowers (the scheduler cuts every other op out of kernels)
+    RULES = {Ops.LOAD: _lower_load, Ops.CONST: _lower_const, Ops.REDUCE_AXIS: _lower_reduce, Ops.GATHER: _lower_gather,
+             Ops.PAD: _lower_pad, Ops.DEFINE_VAR: lambda _, node, idxs, __: (node,) * len(idxs),
+             **dict.fromkeys(GroupOp.ELEMENTWISE, _lower_elementwise),
+             **dict.fromkeys((Ops.CONTIGUOUS, Ops.DETACH, Ops.CUSTOM), _lower_through),
+             **dict.fromkeys(GroupOp.MOVEMENT - {Ops.PAD}, _lower_movement)}
+
+
+def reads_zero_unless(x: UOp, cond: UOp) -> bool:
+    """x is a load (maybe cast) that already reads 0 wherever cond is False (so a WHERE around it changes nothing)."""
+    while x.op is Ops.CAST:
+        x = x.src[0]
     if x.op is not Ops.LOAD or len(x.src) < 3:
         return False
     gate = x.src[2]
@@ -178,20 +177,30 @@ def reshape_index(idx: Indices, shape, src_shape) -> Indices:
     if [s for s in shape if s != 1] == [s for s in src_shape if s != 1]:
         it = iter(kept)
         return tuple(sym.const(0) if s == 1 else next(it) for s in src_shape)
+    return unflatten(flat_index(idx, shape), src_shape)
+
+
+def flat_index(idx: Indices, shape) -> UOp:
+    """The row-major position of index idx in shape."""
     flat = sym.const(0)
     for i, stride in zip(idx, contiguous_strides(shape)):
         flat = sym.add(flat, sym.mul(i, stride))
-    # no "% size" on the outermost axis: at every position that is read, flat is in range (positions outside it
-    # sit in padding, whose loads are gated off), and that modulo would cost a division per element
-    first = next((i for i, s in enumerate(src_shape) if s != 1), None)
-    src_strides = contiguous_strides(src_shape)
+    return flat
+
+
+def unflatten(flat: UOp, shape) -> Indices:
+    """The row-major index of position flat in shape. No "% size" on the outermost axis: at every position that is
+    read, flat is in range (positions past the end are gated off: padding, a partial tile), and that modulo would
+    cost a division per element."""
+    first = next((i for i, s in enumerate(shape) if s != 1), None)
     return tuple(sym.const(0) if s == 1 else sym.idiv(flat, stride) if i == first else
-                 sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(src_strides, src_shape)))
+                 sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(contiguous_strides(shape), shape)))
 
 
-def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
-    """ast = SINK(STORE(DEFINE_GLOBAL 0, value)) -> a kernel graph for `renderer`, with its launch size. Index
-    arithmetic is int32, or int64 in a kernel where int32 could overflow (a buffer of 2**31 elements or more)."""
+def lower_kernel(ast: UOp, renderer, opts) -> LoweredKernel:
+    """ast = SINK(STORE(DEFINE_GLOBAL 0, value)) -> a kernel graph for `renderer` laid out by `opts` (a KernelOpts:
+    it lives in codegen/opts.py, which builds on this module), with its launch size. Index arithmetic is int32, or
+    int64 in a kernel where int32 could overflow (a buffer of 2**31 elements or more)."""
     kernel = _lower_kernel(ast, renderer, opts)
     if sym.INDEX == dtypes.int64 or sym.fits_int32(kernel.sink):
         return kernel
@@ -199,7 +208,7 @@ def lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
         return _lower_kernel(ast, renderer, opts)
 
 
-def _lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
+def _lower_kernel(ast: UOp, renderer, opts) -> LoweredKernel:
     store = ast.src[0]
     out_buf, value = store.src
     shape = value.shape
@@ -208,7 +217,7 @@ def _lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
     total = prod(grid)           # with symbolic sizes, an expression: the launch size is computed per launch
     if renderer.has_local:
         local = max(1, min(opts.local_size, sym.max_value(total)))
-        groups = -(-total // local) if isinstance(total, int) else sym.idiv(sym.add(total, local - 1), local)
+        groups = ceildiv(total, local) if isinstance(total, int) else sym.idiv(sym.add(total, local - 1), local)
         gid = sym.add(sym.mul(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", sym.max_value(groups))), local),
                       UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", local)))
         thread_valid = None if isinstance(total, int) and groups * local == total else sym.lt(gid, total)
@@ -227,11 +236,8 @@ def _lower_kernel(ast: UOp, renderer, opts: KernelOpts) -> LoweredKernel:
     values = lowerer.lower(value, idxs, (thread_valid,) * len(idxs))
     stores = []
     for idx, v in zip(idxs, values):
-        flat = sym.const(0)
-        for i, stride in zip(idx, contiguous_strides(shape)):
-            flat = sym.add(flat, sym.mul(i, stride))
         gate = () if thread_valid is None else (thread_valid,)
-        stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat, v) + gate))
+        stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(idx, shape), v) + gate))
     # every buffer argument stays in the program, even one whose loads were all folded away
-    buffers = tuple(sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg))
+    buffers = tuple(program_signature(ast.toposort())[0])
     return LoweredKernel(UOp(Ops.SINK, dtypes.void, buffers + tuple(stores)), global_size, local_size)

@@ -2,10 +2,23 @@
 
 A simple deterministic heuristic, driven by what the renderer declares (`max_upcast`, `has_local`, ...)."""
 from __future__ import annotations
+from dataclasses import dataclass
 from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
-from tinygrad_core.codegen.lower import KernelOpts, Lowerer
+from tinygrad_core.codegen.lower import Lowerer
 from tinygrad_core.helpers import NOOPT, prod
 from tinygrad_core.ops import Ops, UOp
+
+
+@dataclass(frozen=True)
+class KernelOpts:
+    """How to map a kernel onto the hardware: which output axes to upcast (compute several per thread), how many
+    threads per group (GPUs), and by how much to unroll each reduce loop."""
+    upcast: tuple[tuple[int, int], ...] = ()     # (axis, amount) pairs; amount divides the axis
+    local_size: int = 1                           # threads per group, on renderers with has_local
+    unroll: int = 1                               # reduce loop unroll factor (must divide the reduce size)
+    tensor_core: bool = False                     # run as tile multiply-accumulates (codegen/tensor_cores.py)
+    local_tiles: bool = False                     # run as a local-memory tiled product (codegen/local_tiles.py)
+    order: tuple[int, ...] = ()                   # output axes from slowest to fastest along the parallel index
 
 
 def _expanded_axes(value: UOp) -> set[int]:
@@ -76,7 +89,7 @@ def _load_strides(value: UOp) -> list[tuple[dict[int, int], int, int]]:
     innermost = {u.src[-1] for u in lowered.toposort() if u.op is Ops.REDUCE}
     out = []
     for load in (u for u in lowered.toposort() if u.op is Ops.LOAD):
-        terms = sym.linear(load.src[1])[0]
+        terms = sym.affine(load.src[1])[0]
         loop = next((r for r in innermost if r in terms), None)
         out.append(({i: terms.get(a, 0) for i, a in enumerate(axes)}, terms.get(loop, 0) if loop is not None else 0,
                     loop.src[0].arg if loop is not None else 0))

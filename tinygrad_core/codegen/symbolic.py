@@ -93,30 +93,31 @@ def bounds(u: UOp) -> tuple[int, int]:
     return out
 
 
-# ---- linear forms: an expression as {term: coefficient} + constant ----
+# ---- affine forms: an expression as {term: coefficient} + constant ----
 def _sort_key(u: UOp):
     return (u.op.value, str(u.arg), tuple(_sort_key(s) for s in u.src))
 
 
-def linear(u: UOp) -> tuple[dict[UOp, int], int]:
+def _sum_terms(t1: dict[UOp, int], t2: dict[UOp, int]) -> dict[UOp, int]:
+    return {t: c for t in {**t1, **t2} if (c := t1.get(t, 0) + t2.get(t, 0))}
+
+
+def affine(u: UOp) -> tuple[dict[UOp, int], int]:
     if is_const(u):
         return {}, int(u.arg)
     if u.dtype == INDEX and (lo := bounds(u))[0] == lo[1]:     # e.g. the index of a loop of one: always 0
         return {}, lo[0]
     if u.op is Ops.ADD:
-        (t1, c1), (t2, c2) = linear(u.src[0]), linear(u.src[1])
-        terms = dict(t1)
-        for t, c in t2.items():
-            terms[t] = terms.get(t, 0) + c
-        return {t: c for t, c in terms.items() if c}, c1 + c2
+        (t1, c1), (t2, c2) = affine(u.src[0]), affine(u.src[1])
+        return _sum_terms(t1, t2), c1 + c2
     if u.op is Ops.MUL and is_const(u.src[1]):
-        terms, c = linear(u.src[0])
+        terms, c = affine(u.src[0])
         k = int(u.src[1].arg)
         return {t: v * k for t, v in terms.items() if v * k}, c * k
     return {u: 1}, 0
 
 
-def from_linear(terms: dict[UOp, int], constant: int) -> UOp:
+def from_affine(terms: dict[UOp, int], constant: int) -> UOp:
     out = None
     for term in sorted(terms, key=_sort_key):
         coef = terms[term]
@@ -130,11 +131,8 @@ def from_linear(terms: dict[UOp, int], constant: int) -> UOp:
 # ---- the builders: each returns a simplified node ----
 def add(a: UOp, b: UOp | int) -> UOp:
     b = const(b) if isinstance(b, int) else b
-    (t1, c1), (t2, c2) = linear(a), linear(b)
-    terms = dict(t1)
-    for t, c in t2.items():
-        terms[t] = terms.get(t, 0) + c
-    return from_linear(_fold_divmod({t: c for t, c in terms.items() if c}), c1 + c2)
+    (t1, c1), (t2, c2) = affine(a), affine(b)
+    return from_affine(_fold_divmod(_sum_terms(t1, t2)), c1 + c2)
 
 
 def _fold_divmod(terms: dict[UOp, int]) -> dict[UOp, int]:
@@ -161,8 +159,8 @@ def mul(a: UOp, k: int | UOp) -> UOp:
             return UOp(Ops.MUL, INDEX, tuple(sorted((a, k), key=_sort_key)))
         a, k = k, a
     k = int(k.arg) if isinstance(k, UOp) else k
-    terms, c = linear(a)
-    return from_linear({t: v * k for t, v in terms.items() if v * k}, c * k)
+    terms, c = affine(a)
+    return from_affine({t: v * k for t, v in terms.items() if v * k}, c * k)
 
 
 def sub(a: UOp, b: UOp | int) -> UOp:
@@ -182,24 +180,23 @@ def idiv(x: UOp, c: int | UOp) -> UOp:
         return const(0)
     if lo < 0:
         return UOp(Ops.IDIV, INDEX, (x, const(c)))
-    terms, k = linear(x)
+    terms, k = affine(x)
     whole = {t: v // c for t, v in terms.items() if v % c == 0}
     rest = {t: v for t, v in terms.items() if v % c != 0}
-    rest_const = k % c
-    whole_const = k // c
-    rest_expr = from_linear(rest, rest_const)
+    whole_const, rest_const = divmod(k, c)
+    rest_expr = from_affine(rest, rest_const)
     if bounds(rest_expr)[0] < 0:
         return UOp(Ops.IDIV, INDEX, (x, const(c)))
     g = math.gcd(c, *rest.values()) if rest else c
     if rest and g > 1:          # (g*y + r) // (g*c') == (y + r//g) // c'
-        rest_expr = from_linear({t: v // g for t, v in rest.items()}, rest_const // g)
+        rest_expr = from_affine({t: v // g for t, v in rest.items()}, rest_const // g)
         c //= g
     if (inner := rest_expr).op is Ops.IDIV and is_const(inner.src[1]) and bounds(inner.src[0])[0] >= 0:
         rest_part = idiv(inner.src[0], inner.src[1].arg * c)     # (x // a) // b == x // (a*b)
     else:
         rest_hi = bounds(rest_expr)[1]
         rest_part = const(0) if rest_hi < c else UOp(Ops.IDIV, INDEX, (rest_expr, const(c)))
-    return add(from_linear(whole, whole_const), rest_part)
+    return add(from_affine(whole, whole_const), rest_part)
 
 
 def mod(x: UOp, c: int | UOp) -> UOp:
@@ -215,8 +212,8 @@ def mod(x: UOp, c: int | UOp) -> UOp:
         return x
     if lo < 0:
         return UOp(Ops.MOD, INDEX, (x, const(c)))
-    terms, k = linear(x)
-    rest = from_linear({t: v % c for t, v in terms.items() if v % c}, k % c)
+    terms, k = affine(x)
+    rest = from_affine({t: v % c for t, v in terms.items() if v % c}, k % c)
     lo, hi = bounds(rest)
     if lo >= 0 and hi < c:
         return rest

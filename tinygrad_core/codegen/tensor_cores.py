@@ -6,10 +6,11 @@ dimension, and the sizes are whole tiles. Each warp then owns one output tile an
 from __future__ import annotations
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.codegen.linearize import Linearizer
 from tinygrad_core.codegen.lower import Lowerer
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp
-from tinygrad_core.renderer import TensorCore
+from tinygrad_core.renderer import TensorCore, program_signature
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def _operand(load: UOp, var_outer: UOp, var_inner: UOp, var_k: UOp, tc: TensorCo
         load = load.src[0]
     if load.op is not Ops.LOAD or len(load.src) != 2 or load.dtype != tc.dtype_in:
         return None
-    terms, offset = sym.linear(load.src[1])
+    terms, offset = sym.affine(load.src[1])
     if set(terms) - {var_outer, var_k} or var_inner in terms:
         return None
     outer, step_k = terms.get(var_outer, 0), terms.get(var_k, 0)
@@ -93,29 +94,20 @@ def match(ast: UOp, renderer) -> TilePlan | None:
 def program(ast: UOp, plan: TilePlan, renderer) -> tuple[list[UOp], tuple, tuple]:
     """The linear program (and launch size): a warp per output tile, a loop over K in tile steps."""
     tc, (tm, tn, tk) = plan.tc, plan.tc.dims
-    out_buf = ast.src[0].src[0]
-    buffers = sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
     tiles_n, warps = plan.N // tn, (plan.M // tm) * (plan.N // tn)
-    uops: list[UOp] = []
-
-    def emit(*nodes: UOp):
-        for node in nodes:
-            uops.extend(u for u in node.toposort() if u not in uops)
-    warp = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", warps))
-    emit(*buffers, warp)
+    lin = Linearizer(UOp(Ops.SINK, dtypes.void, tuple(program_signature(ast.toposort())[0])))
+    warp = lin.emit(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", warps)))
     if renderer.has_local:        # the warp's threads: each tile op is issued by all of them together
-        emit(UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", tc.threads)))
+        lin.emit(UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", tc.threads)))
     m0, n0 = sym.mul(sym.idiv(warp, tiles_n), tm), sym.mul(sym.mod(warp, tiles_n), tn)
-    acc = UOp(Ops.WMMA_ACC, tc.dtype_acc, (), (tc,))
-    loop = UOp(Ops.RANGE, sym.INDEX, (sym.const(plan.K // tk),), 0)
-    emit(m0, n0, acc, loop)
-    k0 = sym.mul(loop, tk)
+    acc = lin.place(UOp(Ops.WMMA_ACC, tc.dtype_acc, (), (tc,)), 0)
+    k0 = sym.mul(lin.open_loop(UOp(Ops.RANGE, sym.INDEX, (sym.const(plan.K // tk),), 0)), tk)
     a_index = sym.add(sym.add(sym.mul(m0, plan.a.outer), sym.mul(k0, plan.a.step_k)), plan.a.offset)
     b_index = sym.add(sym.add(sym.mul(n0, plan.b.outer), sym.mul(k0, plan.b.step_k)), plan.b.offset)
-    mma = UOp(Ops.WMMA, tc.dtype_acc, (acc, plan.a.buf, a_index, plan.b.buf, b_index),
-              (tc, plan.a.ld, plan.a.row_major, plan.b.ld, plan.b.row_major))
-    emit(mma)
-    uops.append(UOp(Ops.ENDRANGE, dtypes.void, (loop,)))
-    emit(UOp(Ops.WMMA_STORE, dtypes.void, (out_buf, sym.add(sym.mul(m0, plan.N), n0), mma), (tc, plan.N)))
-    local = (tc.threads, 1, 1) if renderer.has_local else (1, 1, 1)
-    return uops, (warps, 1, 1), local
+    mma = lin.emit(UOp(Ops.WMMA, tc.dtype_acc, (acc, plan.a.buf, a_index, plan.b.buf, b_index),
+                       (tc, plan.a.ld, plan.a.row_major, plan.b.ld, plan.b.row_major)))
+    lin.close_loop()
+    # the tile's value is the accumulator's after the loop: the store goes after it, whatever its inputs are
+    index = lin.emit(sym.add(sym.mul(m0, plan.N), n0))
+    lin.place(UOp(Ops.WMMA_STORE, dtypes.void, (ast.src[0].src[0], index, mma), (tc, plan.N)), 0)
+    return lin.program(), (warps, 1, 1), (tc.threads, 1, 1) if renderer.has_local else (1, 1, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinygrad_core.codegen.lower import KernelOpts
+from tinygrad_core.codegen.opts import KernelOpts
 from tinygrad_core.device import CompileError
 from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.helpers import prod

@@ -2,37 +2,21 @@
 
 This is where codegen, renderer, compiler and program meet; DEBUG output about kernels comes from here."""
 from __future__ import annotations
-import dataclasses
 import functools
-import hashlib
-import json
-import pathlib
 import time
-from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
-from tinygrad_core.codegen.decompose import decompose
-from tinygrad_core.codegen.linearize import linearize
-from tinygrad_core.codegen.lower import KernelOpts, lower_kernel
+from tinygrad_core import cache
+from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.codegen.pipeline import program_for
 from tinygrad_core.codegen.opts import choose_opts, has_symbolic_sizes
-from tinygrad_core.device import Buffer, Device, package_digest, _read_cache_entry, _write_cache_entry
+from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, cache_dir, colored, getenv, prod
+from tinygrad_core.engine import search
+from tinygrad_core.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
-from tinygrad_core.renderer import program_signature
 from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 
 # kernels run while a TinyJit is capturing are recorded here: (runner, buffers, variable values)
 capturing: list | None = None
-
-
-def linear_program(ast: UOp, renderer, opts) -> tuple[list[UOp], tuple, tuple]:
-    """Kernel AST -> (the linear program a renderer receives, global size, local size)."""
-    if opts.tensor_core:
-        return tensor_cores.program(ast, tensor_cores.match(ast, renderer), renderer)
-    if opts.local_tiles:
-        return local_tiles.program(ast, local_tiles.match(ast, renderer), renderer)
-    kernel = lower_kernel(ast, renderer, opts)
-    uops = linearize(decompose(kernel.sink, renderer), lambda u: decompose(u, renderer))
-    return uops, kernel.global_size, kernel.local_size
 
 
 def has_variables(ast: UOp) -> bool:
@@ -42,44 +26,8 @@ def has_variables(ast: UOp) -> bool:
     return has_symbolic_sizes(ast) or any(u.op is Ops.DEFINE_VAR or mentions(u.arg) for u in ast.toposort())
 
 
-def kernel_text(ast: UOp) -> str:
-    """A stable text form of a kernel AST: the same in every process."""
-    order = ast.toposort()
-    position = {u: i for i, u in enumerate(order)}
-    return "\n".join(f"{u.op.name} {u.dtype.name} {[position[s] for s in u.src]} {u.arg!r}" for u in order)
-
-
-def _program_path(device: str, renderer, ast: UOp) -> pathlib.Path:
-    """Where a kernel's program is remembered: keyed by the code and version of the core and of the renderer's
-    distribution (all its modules: an edit or an upgrade simply misses), and the renderer's attributes."""
-    config = repr(sorted((k, repr(v)) for k, v in vars(renderer).items()))
-    code = f"{package_digest(__name__)}|{package_digest(type(renderer).__module__)}|{device}"
-    key = f"{code}|{type(renderer).__qualname__}|{config}|{kernel_text(ast)}"
-    return cache_dir() / "programs" / hashlib.sha256(key.encode()).hexdigest()
-
-
-def program_from_json(body: bytes, ast: UOp) -> tuple:
-    """(opts, name, source, flops, global size, local size) of a remembered program, which must be for this kernel's
-    argument signature (else a ValueError; a missing field is a KeyError)."""
-    saved = json.loads(body)
-    if saved["signature"] != argument_signature(ast) or (opts := opts_from_json(saved["opts"])) is None:
-        raise ValueError("not a program of this kernel")
-    return opts, saved["name"], saved["src"], saved["flops"], tuple(saved["global_size"]), tuple(saved["local_size"])
-
-
-def argument_signature(ast: UOp) -> list[list]:
-    """The kernel's buffer arguments as [position, dtype name]: what a launch hands it."""
-    return [[g.arg, g.dtype.name] for g in program_signature(ast.toposort())[0]]
-
-
-def opts_from_json(saved) -> KernelOpts | None:
-    """KernelOpts back from dataclasses.asdict's fields (by name) read from JSON, or None where the entry has other
-    fields than KernelOpts has now (written by another version: a missing field must not silently take its default)."""
-    def tuples(value):
-        return tuple(map(tuples, value)) if isinstance(value, list) else value
-    if not isinstance(saved, dict) or set(saved) != {f.name for f in dataclasses.fields(KernelOpts)}:
-        return None
-    return KernelOpts(**{name: tuples(value) for name, value in saved.items()})
+def _program_path(device: str, renderer, ast: UOp):
+    return cache.entry_path("programs", *cache.program_key(device, renderer, ast))
 
 
 class CompiledRunner:
@@ -93,24 +41,20 @@ class CompiledRunner:
         renderer = compiled.renderer
         renderer.check_dtypes(ast.toposort())      # before anything is built or read from the disk
         self.device, self.ast = device, ast
-        remembered = opts is None and renderer.cache_programs and getenv("DISK_CACHE", 1) and not NOOPT and \
-            not has_variables(ast)
+        remembered = opts is None and renderer.cache_programs and not NOOPT and not has_variables(ast)
         path = _program_path(device, renderer, ast) if remembered else None
-        if path is not None and (saved := _read_cache_entry(path, lambda body: program_from_json(body, ast))):
+        if path is not None and (saved := cache.read_entry(path, lambda body: cache.program_from_json(body, ast))):
             self.opts, self.name, self.src, self.flops, self.global_size, self.local_size = saved
             self.vars = []
         else:
             self.opts = opts if opts is not None else choose_opts(ast, renderer)
-            self.uops, self.global_size, self.local_size = linear_program(ast, renderer, self.opts)
+            self.uops, self.global_size, self.local_size = program_for(ast, renderer, self.opts)
             self.name = kernel_name(ast, self.opts)
             self.vars = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
             self.flops = count_work(self.uops, self.global_size, self.local_size)
             self.src = renderer.render(self.name, self.uops)
             if path is not None:
-                _write_cache_entry(path, json.dumps({
-                    "opts": dataclasses.asdict(self.opts), "name": self.name, "src": self.src, "flops": self.flops,
-                    "global_size": self.global_size, "local_size": self.local_size,
-                    "signature": argument_signature(ast)}).encode())
+                cache.write_entry(path, cache.program_to_json(self))
         self.mem_estimate = _bytes_moved(ast)
         if DEBUG >= 4:
             print(self.src)
@@ -120,7 +64,7 @@ class CompiledRunner:
     @functools.cached_property
     def uops(self) -> list[UOp]:
         """The linear program (rebuilt on demand when the source came from the disk)."""
-        return linear_program(self.ast, Device[self.device].renderer, self.opts)[0]
+        return program_for(self.ast, Device[self.device].renderer, self.opts)[0]
 
     @functools.cached_property
     def program(self):
@@ -146,14 +90,11 @@ class CopyRunner:
 
 
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
-    compiled = Device[device]
-    if (runner := compiled.kernel_cache.get(ast)) is None:
-        if BEAM and not has_variables(ast):     # (timing a candidate needs the Variables' values)
-            from tinygrad_core.engine.search import fastest_runner     # (it builds on this module)
-            runner = fastest_runner(device, ast)
-        else:
-            runner = CompiledRunner(device, ast)
-        compiled.kernel_cache[ast] = runner
+    """The device's runner of the kernel: built once (with BEAM=1, by timing candidates), then kept in memory."""
+    if (runner := Device[device].kernel_cache.get(ast)) is None:
+        build = functools.partial(CompiledRunner, device, ast)
+        beam = BEAM and not has_variables(ast)     # (timing a candidate needs the Variables' values)
+        Device[device].kernel_cache[ast] = runner = search.fastest_runner(device, ast, build) if beam else build()
     return runner
 
 
@@ -162,10 +103,8 @@ def compile_new_kernels(schedule: list[ScheduleItem]):
     may compile a batch on all its cores (a fresh process's first training step compiles dozens of kernels)."""
     if BEAM:            # the search compiles its candidates itself
         return
-    new: dict[tuple[str, UOp], None] = {}
-    for item in schedule:
-        if item.ast.op is not Ops.COPY and item.ast not in Device[item.bufs[0].device].kernel_cache:
-            new[(item.bufs[0].device, item.ast)] = None
+    new = dict.fromkeys((item.bufs[0].device, item.ast) for item in schedule
+                        if item.ast.op is not Ops.COPY and item.ast not in Device[item.bufs[0].device].kernel_cache)
     for device in dict.fromkeys(device for device, _ in new):
         runners = [CompiledRunner(device, ast, compile_now=False) for d, ast in new if d == device]
         for runner, lib in zip(runners, Device[device].compiler.compile_cached_many([r.src for r in runners])):
@@ -174,9 +113,7 @@ def compile_new_kernels(schedule: list[ScheduleItem]):
 
 
 def runner_for(item: ScheduleItem):
-    if item.ast.op is Ops.COPY:
-        return CopyRunner()
-    return get_runner(item.bufs[0].device, item.ast)
+    return CopyRunner() if item.ast.op is Ops.COPY else get_runner(item.bufs[0].device, item.ast)
 
 
 def launch(runner, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
@@ -227,9 +164,8 @@ def count_work(uops: list[UOp], global_size, local_size) -> int:
     threads = prod(map(sym.max_value, global_size)) * prod(local_size)
     trips, flops = [threads], 0
     for u in uops:
-        if u.op is Ops.RANGE:
-            end = u.src[0]
-            trips.append(trips[-1] * (end.arg if end.op is Ops.CONST else 1))
+        if u.op is Ops.RANGE:     # (a loop of symbolic length counts once)
+            trips.append(trips[-1] * (u.src[0].arg if u.src[0].op is Ops.CONST else 1))
         elif u.op is Ops.ENDRANGE:
             trips.pop()
         elif u.op in GroupOp.ALU and dtypes.is_float(u.dtype):   # index arithmetic isn't the kernel's work

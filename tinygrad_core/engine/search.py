@@ -5,15 +5,15 @@ tiled, other unroll factors, other thread-group sizes. Each is compiled and time
 own buffers may be read and written by it, e.g. an in-place update); the fastest is kept in memory and on disk,
 keyed by the kernel and the device's compiler, so a later process gets it without timing anything."""
 from __future__ import annotations
-import dataclasses
 import json
+from collections.abc import Callable
 import numpy as np
-from tinygrad_core.codegen.lower import KernelOpts
-from tinygrad_core.codegen.opts import choose_opts
-from tinygrad_core.device import Buffer, Device, _read_cache_entry, _write_cache_entry
-from tinygrad_core.engine.realize import CompiledRunner, opts_from_json, _program_path
-from tinygrad_core.helpers import DEBUG, cache_dir, prod
+from tinygrad_core.cache import entry_path, opts_from_json, opts_to_json, program_key, read_entry, write_entry
+from tinygrad_core.codegen.opts import KernelOpts, choose_opts
+from tinygrad_core.device import Buffer, Device
+from tinygrad_core.helpers import DEBUG, prod
 from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.renderer import program_signature
 
 MAX_CANDIDATES = 12
 TIMED_LAUNCHES = 3
@@ -23,8 +23,7 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
     """The heuristic's opts first, then its variations (each valid: tile sizes divide their axes)."""
     base = choose_opts(ast, renderer)
     shape = ast.src[0].src[1].shape
-    reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE_AXIS]
-    reduce_size = reduces[0].src[0].shape[reduces[0].arg[1][-1]] if reduces else 1
+    reduce_size = next((u.src[0].shape[u.arg[1][-1]] for u in ast.toposort() if u.op is Ops.REDUCE_AXIS), 1)
     out = [base]
     if base.local_tiles:        # the local-memory tiled kernel against the plain lowering and its variations
         base = choose_opts(ast, renderer, shared=False)
@@ -52,30 +51,30 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
     if renderer.has_local:
         out += [KernelOpts(base.upcast, size, base.unroll) for size in (16, 32, 64, 128, 256)
                 if size <= (renderer.local_max or (256,))[0]]
-    unique = list(dict.fromkeys(out))
-    return unique[:MAX_CANDIDATES]
+    return list(dict.fromkeys(out))[:MAX_CANDIDATES]
 
 
 def scratch_buffers(ast: UOp, device: str) -> list[Buffer]:
     """Zeroed buffers of the sizes and dtypes the kernel's arguments have."""
-    globals_ = sorted((u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+    globals_, _ = program_signature(ast.toposort())
     sizes = {0: prod(ast.src[0].src[1].shape)} | {u.src[0].arg: u.arg for u in ast.toposort() if u.op is Ops.LOAD}
     return [Buffer(device, max(1, sizes[g.arg]), g.dtype, initial=np.zeros(max(1, sizes[g.arg]), g.dtype.np))
             for g in globals_]
 
 
-def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
-    """The kernel compiled with the opts that ran fastest here (timed once, then remembered on disk)."""
+def fastest_runner(device: str, ast: UOp, build: Callable[[KernelOpts], Callable]):
+    """The kernel compiled with the opts that ran fastest here (timed once, then remembered on disk). build(opts)
+    compiles it (engine/realize.py's CompiledRunner): the search only times what it is handed."""
     # kept by the device's compiler and the kernel's program key (the kernel, the renderer and the code: opts found
     # for other code may not fit it)
     compiled = Device[device]
-    path = cache_dir() / "opts" / str(compiled.compiler.cachekey) / _program_path(device, compiled.renderer, ast).name
-    if (kept := _read_cache_entry(path, lambda body: opts_from_json(json.loads(body)))) is not None:
-        return CompiledRunner(device, ast, kept)
+    path = entry_path(f"opts/{compiled.compiler.cachekey}", *program_key(device, compiled.renderer, ast))
+    if (kept := read_entry(path, lambda body: opts_from_json(json.loads(body)))) is not None:
+        return build(kept)
     renderer, bufs = compiled.renderer, scratch_buffers(ast, device)
-    timed: list[tuple[float, CompiledRunner]] = []
+    timed: list[tuple[float, Callable]] = []
     for opts in candidates(ast, renderer):
-        runner = CompiledRunner(device, ast, opts)
+        runner = build(opts)
         seconds = runner(bufs, wait=True) or float("inf")
         if not timed or seconds < 2 * min(timed, key=lambda t: t[0])[0]:   # a clear loser isn't timed again
             seconds = min([seconds] + [runner(bufs, wait=True) or float("inf") for _ in range(TIMED_LAUNCHES - 1)])
@@ -83,5 +82,5 @@ def fastest_runner(device: str, ast: UOp) -> CompiledRunner:
         if DEBUG >= 2:
             print(f"  search {runner.name}: {opts} {seconds * 1e6:9.1f} us")
     seconds, best = min(timed, key=lambda t: t[0])
-    _write_cache_entry(path, json.dumps(dataclasses.asdict(best.opts)).encode())     # by field name, every field
+    write_entry(path, json.dumps(opts_to_json(best.opts)).encode())
     return best

@@ -2,11 +2,14 @@
 
 A renderer is mostly a declaration of what its hardware has (capability fields) plus `render`. Ops missing from
 `code_for_op` are rewritten by the core (codegen/decompose.py); dtypes missing from `supported_dtypes` are refused
-before any kernel is built."""
+before any kernel is built. With ops.py and dtype.py, this module is all a backend's renderer needs from the core:
+`program_signature` lists a kernel's arguments, `affine` splits an index into {term: coefficient} + constant (how
+far an access moves per loop trip, whether it is aligned)."""
 from __future__ import annotations
 from dataclasses import dataclass
 from tinygrad_core.dtype import ALL, DType, dtypes
 from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.codegen.symbolic import affine as affine     # re-exported: part of the backend API
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Renderer:
 
 
 def program_signature(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:
-    """The kernel's buffer arguments (in position order) and its int arguments (DEFINE_VARs)."""
-    globals_ = sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
-    variables = [u for u in uops if u.op is Ops.DEFINE_VAR]
-    return globals_, variables
+    """The kernel's buffer arguments (DEFINE_GLOBALs, in position order: the order of the Program call's buffers)
+    and its int arguments (DEFINE_VARs, in the order of `vals`). Works on a kernel AST's toposort too."""
+    return sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg), \
+        [u for u in uops if u.op is Ops.DEFINE_VAR]

@@ -1,45 +1,55 @@
 """C-like source from a linear kernel program: the shared base of the OpenCL C and CUDA C renderers.
 
-A dialect fills in declarations (kernel prefix, thread indices, type names, literals); `render` walks the program
-once, naming every value, and spells each op as the C expression that computes exactly what ops.py REFERENCE says."""
+A dialect fills in declarations (kernel prefix, thread indices, type names, literals); `render` hands each kernel to
+a CKernel, which walks the program once, naming every value, and spells each op as the C expression that computes
+exactly what ops.py REFERENCE says. A dialect that spells something its own way (CUDA's half casts, its tensor
+cores) does so in a subclass of CKernel."""
 from __future__ import annotations
 import math
 from collections.abc import Callable
-from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.dtype import DType, dtypes, UNSIGNED
+from tinygrad_core.helpers import prod
 from tinygrad_core.ops import Ops, UOp
-from tinygrad_core.renderer import Renderer, program_signature
+from tinygrad_core.renderer import Renderer, affine, program_signature
 
 MATH_FUNCTIONS = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"}
 
 
+class Literal(str):
+    """A constant's spelling that knows its value: a division by a constant that can't trap needs no guard."""
+    def __new__(cls, text: str, value):
+        literal = super().__new__(cls, text)
+        literal.value = value
+        return literal
+
+
 def _binary(symbol: str) -> Callable:
-    return lambda r, dtype, a, b: f"({a}{symbol}{b})"
+    return lambda w, dtype, a, b: f"({a}{symbol}{b})"
 
 
 def _math(name: str) -> Callable:
-    return lambda r, dtype, x: r.math_call(name, dtype, x)
+    return lambda w, dtype, x: w.math_call(name, dtype, x)
 
 
-# op -> (renderer, result dtype, *operand expressions) -> C expression. Operands are variable names or literals,
+# op -> (kernel writer, result dtype, *operand expressions) -> C expression. Operands are variable names or literals,
 # so an expression may use an operand twice without computing it twice.
 BASE_CODE_FOR_OP: dict[Ops, Callable] = {
     **{op: _math(name) for op, name in MATH_FUNCTIONS.items()},
-    Ops.RECIP: lambda r, dtype, x: r.reciprocal(dtype, x),
-    Ops.NEG: lambda r, dtype, x: f"(!{x})" if dtype == dtypes.bool else r.negate(dtype, x),
-    Ops.ADD: lambda r, dtype, a, b: f"({a}||{b})" if dtype == dtypes.bool else f"({a}+{b})",
+    Ops.RECIP: lambda w, dtype, x: w.reciprocal(dtype, x),
+    Ops.NEG: lambda w, dtype, x: f"(!{x})" if dtype == dtypes.bool else w.negate(dtype, x),
+    Ops.ADD: lambda w, dtype, a, b: f"({a}||{b})" if dtype == dtypes.bool else f"({a}+{b})",
     Ops.SUB: _binary("-"),
-    Ops.MUL: lambda r, dtype, a, b: f"({a}&&{b})" if dtype == dtypes.bool else f"({a}*{b})",
-    Ops.IDIV: lambda r, dtype, a, b: r.int_division(Ops.IDIV, dtype, a, b),
-    Ops.MOD: lambda r, dtype, a, b: r.int_division(Ops.MOD, dtype, a, b),
+    Ops.MUL: lambda w, dtype, a, b: f"({a}&&{b})" if dtype == dtypes.bool else f"({a}*{b})",
+    Ops.IDIV: lambda w, dtype, a, b: w.int_division(Ops.IDIV, dtype, a, b),
+    Ops.MOD: lambda w, dtype, a, b: w.int_division(Ops.MOD, dtype, a, b),
     # REFERENCE: NaN in b wins, else b if a < b, else a (so a NaN in a wins too)
-    Ops.MAX: lambda r, dtype, a, b: f"(({b}!={b})?{b}:(({a}<{b})?{b}:{a}))" if dtypes.is_float(dtype) else
+    Ops.MAX: lambda w, dtype, a, b: f"(({b}!={b})?{b}:(({a}<{b})?{b}:{a}))" if dtypes.is_float(dtype) else
              f"(({a}<{b})?{b}:{a})",
     Ops.CMPLT: _binary("<"), Ops.CMPNE: _binary("!="),
     Ops.AND: _binary("&"), Ops.OR: _binary("|"), Ops.XOR: _binary("^"),
     Ops.SHL: _binary("<<"), Ops.SHR: _binary(">>"),
-    Ops.WHERE: lambda r, dtype, c, a, b: f"({c}?{a}:{b})",
-    Ops.MULACC: lambda r, dtype, a, b, c: r.multiply_add(dtype, a, b, c),
+    Ops.WHERE: lambda w, dtype, c, a, b: f"({c}?{a}:{b})",
+    Ops.MULACC: lambda w, dtype, a, b, c: w.multiply_add(dtype, a, b, c),
     Ops.CAST: None, Ops.BITCAST: None,    # rendered by render_cast / render_bitcast, which need both dtypes
 }
 
@@ -54,20 +64,18 @@ def neighbour_groups(uops: list[UOp], widths: tuple[int, ...]) -> dict[UOp, tupl
     position = {u: i for i, u in enumerate(uops)}
     scope: list[int] = []
     candidates: dict[tuple, dict[int, UOp]] = {}
+    accesses: dict[UOp, list[int]] = {}       # buffer -> positions of every load and store of it
     for u in uops:
         if u.op is Ops.RANGE:
             scope.append(position[u])
         elif u.op is Ops.ENDRANGE:
             scope.pop()
         elif u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_GLOBAL:
-            terms, constant = sym.linear(u.src[1])
+            terms, constant = affine(u.src[1])
             gate = u.src[2 if u.op is Ops.LOAD else 3] if len(u.src) == (3 if u.op is Ops.LOAD else 4) else None
             dtype = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
             key = (u.op, u.src[0], gate, dtype, tuple(scope), frozenset(terms.items()))
             candidates.setdefault(key, {})[constant] = u
-    accesses: dict[UOp, list[int]] = {}       # buffer -> positions of every load and store of it
-    for u in uops:
-        if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.DEFINE_GLOBAL:
             accesses.setdefault(u.src[0], []).append(position[u])
     groups: dict[UOp, tuple[UOp, ...]] = {}
     for (op, buffer, _, _, _, terms), by_offset in candidates.items():
@@ -87,72 +95,142 @@ def neighbour_groups(uops: list[UOp], widths: tuple[int, ...]) -> dict[UOp, tupl
     return groups
 
 
-class CStyleRenderer(Renderer):
-    has_local = True
-    code_for_op = BASE_CODE_FOR_OP
-    # ---- the declarations a dialect fills in ----
-    kernel_prefix = "void"            # may use {local_size}: the threads per group this kernel is written for, and
-                                      # {local_dims}: the group's size along each dimension ("16, 16, 1")
-    buffer_prefix = ""                # before a buffer argument's element type
-    int_arg_prefix = "const int"      # how a symbolic size (DEFINE_VAR) is passed
-    # SPECIAL name prefix ("gidx", "lidx") -> C expression; {} is the dimension (0, 1, 2), {xyz} its letter
-    thread_index: dict[str, str] = {}
-    barrier = ""                      # the statement a BARRIER becomes
-    local_prefix = ""                 # before a local-memory array's declaration (DEFINE_LOCAL)
-    helper_prefix = "static inline"   # before the small helper functions some kernels need
-    helper_order = ("bitcast", "half", "double_to_half", "bfloat16")
-    type_names: dict[DType, str] = {}
-    storage_type_names: dict[DType, str] = {}   # a buffer's element type where it differs from type_names
-    literal_suffix: dict[DType, str] = {}
-    # with supports_float4: n neighbouring elements loaded or stored at once ({type} is the vector type, e.g. float4)
-    vector_widths: tuple[int, ...] = (4, 2)
-    vector_load = ""                  # from {buffer} + {index}, of {n} elements
-    vector_store = ""                 # {value} to {buffer} + {index}
-    vector_value = "({type})({values})"
-    vector_lane = "{}.s{}"
-    infinity, nan = "INFINITY", "NAN"
-    half_literal = "((half){})"       # a float literal made a half
-    # types that live in buffers as 16-bit patterns but are computed on as float, rounded after every op
-    float_computed: frozenset[DType] = frozenset({dtypes.bfloat16})
+class CKernel:
+    """The writer of one kernel: the name given to every value, the lines written so far, the helper functions the
+    kernel calls. `OPS` says how each op is written: a function of (writer, op, its operands' names) that returns the
+    op's own name (a variable or a literal), or None; a dialect's subclass may replace entries. Whatever the writer
+    doesn't define, such as the declarations, is its renderer's."""
 
-    # ---------------------------------------------------------------------------------------------------------
-    # Spelling values
-    # ---------------------------------------------------------------------------------------------------------
-    def type_name(self, dtype: DType) -> str:
-        return "float" if dtype in self.float_computed else self.type_names[dtype]
+    def __init__(self, renderer: CStyleRenderer, name: str, uops: list[UOp]):
+        self.renderer, self.name, self.uops = renderer, name, uops
+        # every value's name; a name prefix -> the last number used with it
+        self.names, self.counts = {}, {}
+        self.body, self.depth = [], 1
+        self.local_dims = [1, 1, 1]                # the group's size along each dimension
+        self.helpers_used: set[str] = set()
+        # a bool or a type computed as float lives in buffers as another type: its vectors would need conversions
+        groups = neighbour_groups(uops, self.vector_widths) if self.supports_float4 else {}
+        self.vectors = {u: group for u, group in groups.items() if (group[0].dtype if u.op is Ops.LOAD else
+                        u.src[2].dtype) not in (dtypes.bool, *self.float_computed)}
+        # a group of vector loads -> the vector's name; a group of vector stores -> how many have come
+        self.vector_names, self.stores_waiting = {}, {}
 
-    def storage_type(self, dtype: DType) -> str:
-        if dtype in self.float_computed:
-            return self.type_names[dtypes.uint16]
-        return self.storage_type_names.get(dtype, self.type_names[dtype])
+    def __getattr__(self, name: str):
+        return getattr(self.renderer, name)
 
-    def render_const(self, value, dtype: DType) -> str:
-        if dtype == dtypes.bool:
-            return "1" if value else "0"
-        if dtypes.is_float(dtype):
-            value = float(value)
-            if math.isnan(value):
-                text = self.nan
-            elif math.isinf(value):
-                text = self.infinity if value > 0 else f"-{self.infinity}"
-            else:
-                text = repr(value) + ("f" if dtype != dtypes.float64 else "")
-            if dtype == dtypes.float64 and not math.isfinite(value):
-                text = f"(double){text}"
-            if dtype == dtypes.float16 and dtype not in self.float_computed:
-                text = self.half_literal.format(text)
-        else:
-            value = int(value)
-            if dtype not in UNSIGNED and dtype.itemsize >= 4 and value == dtypes.min(dtype):
-                # -2147483648 is a negated literal too large for its type: spell it as an expression
-                text = f"({value + 1}{self.literal_suffix.get(dtype, '')}-1)"
-            else:
-                text = f"{value}{self.literal_suffix.get(dtype, '')}"
-        return f"({text})" if text.startswith("-") else text
+    def render(self) -> str:
+        for u in self.uops:
+            write = self.OPS.get(u.op) or (CKernel.alu if u.op in self.code_for_op else None)
+            if write is None:
+                raise NotImplementedError(f"{type(self.renderer).__name__} can't render {u.op} (uop {u})")
+            self.names[u] = write(self, u, [self.names.get(s) for s in u.src])
+        return self.function()
 
-    # ---------------------------------------------------------------------------------------------------------
-    # The ops that need more than a symbol
-    # ---------------------------------------------------------------------------------------------------------
+    def function(self) -> str:
+        """The helper functions the kernel called, then the kernel: its signature and the body written."""
+        written = {u.src[0] for u in self.uops if u.op in (Ops.STORE, Ops.WMMA_STORE)}
+        buffers, variables = program_signature(self.uops)
+        args = [f"{self.buffer_prefix}{'' if b in written else 'const '}{self.storage_type(b.dtype)}* {self.names[b]}"
+                for b in buffers] + [f"{self.int_arg_prefix} {self.names[v]}" for v in variables]
+        helpers: dict[str, str] = {}
+        while missing := self.helpers_used - helpers.keys():    # a helper may use another helper
+            helpers |= {h: self.helper_source(h) for h in missing}
+        # written in a fixed order: a later one may call an earlier one
+        lines = self.kernel_preamble(self.uops) + [helpers[h] for h in self.helper_order if h in helpers]
+        prefix = self.kernel_prefix.format(local_size=prod(self.local_dims),
+                                           local_dims=", ".join(map(str, self.local_dims)))
+        return "\n".join([*lines, f"{prefix} {self.name}({', '.join(args)}) {{", *self.body, "}"]) + "\n"
+
+    # ---- writing lines and naming values ----
+    def emit(self, line: str):
+        self.body.append("  " * self.depth + line)
+
+    def new_name(self, prefix: str) -> str:
+        self.counts[prefix] = self.counts.get(prefix, -1) + 1
+        return f"{prefix}{self.counts[prefix]}"
+
+    def declare(self, prefix: str, dtype: DType, expression: str) -> str:
+        var = self.new_name(prefix)
+        self.emit(f"{self.type_name(dtype)} {var} = {expression};")
+        return var
+
+    def emit_gated(self, store: str, src: list[str]):
+        self.emit(store if len(src) == 3 else f"if ({src[3]}) {store}")
+
+    # ---- the ops that take more than an expression ----
+    def special(self, u: UOp, src: list[str]) -> str:
+        prefix, dim = u.arg[0][:-1], u.arg[0][-1]
+        if prefix == "lidx":
+            self.local_dims[int(dim)] = u.arg[1]
+        index = self.thread_index[prefix].format(dim, xyz='xyz'[int(dim)])
+        self.emit(f"{self.type_name(u.dtype)} {u.arg[0]} = {index}; /* {u.arg[1]} */")
+        return u.arg[0]
+
+    def open_loop(self, u: UOp, src: list[str]) -> str:
+        var = f"ridx{u.arg}"
+        self.emit(f"for ({self.type_name(u.dtype)} {var} = 0; {var} < {src[0]}; {var}++) {{")
+        self.depth += 1
+        return var
+
+    def close_loop(self, u: UOp, src: list[str]) -> None:
+        self.depth -= 1
+        self.emit("}")
+
+    def define_local(self, u: UOp, src: list[str]) -> str:
+        self.emit(f"{self.local_prefix}{self.type_name(u.dtype)} {u.arg[0]}[{u.arg[1]}];")
+        return u.arg[0]
+
+    def assign(self, u: UOp, src: list[str]) -> str:
+        self.emit(f"{src[0]} = {src[1]};")
+        return src[0]
+
+    def load(self, u: UOp, src: list[str]) -> str:
+        if u.src[0].op is Ops.DEFINE_LOCAL:
+            # local arrays hold the computed type (no storage conversion); src[2] is the BARRIER, not a gate
+            return self.declare("val", u.dtype, f"{src[0]}[{src[1]}]")
+        if u in self.vectors:
+            return self.vector_load_lane(u, src)
+        read = f"{src[0]}[{src[1]}]"
+        if u.dtype in self.float_computed:
+            read = self.from_storage(u.dtype, read)
+        # a gated load never touches memory when the gate is false: ?: evaluates only the chosen side
+        return self.declare("val", u.dtype, read if len(src) == 2 else f"({src[2]}?{read}:{self.zero(u.dtype)})")
+
+    def store(self, u: UOp, src: list[str]) -> None:
+        if u in self.vectors:
+            return self.vector_store_lane(u, src)
+        value = src[2]
+        if u.src[0].op is not Ops.DEFINE_LOCAL and u.src[2].dtype in self.float_computed:
+            value = self.to_storage(u.src[2].dtype, value)      # local arrays hold the computed type
+        self.emit_gated(f"{src[0]}[{src[1]}] = {value};", src)
+
+    def vector_load_lane(self, u: UOp, src: list[str]) -> str:
+        group = self.vectors[u]
+        if group not in self.vector_names:       # lane 0, the first of the group in the program
+            vector_type = f"{self.type_name(u.dtype)}{len(group)}"
+            read = self.vector_load.format(n=len(group), buffer=src[0], index=src[1])
+            if len(src) == 3:
+                read = f"({src[2]}?{read}:({vector_type})({self.zero(u.dtype)}))"
+            self.vector_names[group] = self.new_name("vec")
+            self.emit(f"{vector_type} {self.vector_names[group]} = {read};")
+        return self.vector_lane.format(self.vector_names[group], group.index(u))
+
+    def vector_store_lane(self, u: UOp, src: list[str]) -> None:
+        group = self.vectors[u]
+        self.stores_waiting[group] = self.stores_waiting.get(group, 0) + 1
+        if self.stores_waiting[group] == len(group):    # the last of the group: every lane's value exists now
+            vector_type = f"{self.type_name(u.src[2].dtype)}{len(group)}"
+            value = self.vector_value.format(type=vector_type, values=", ".join(self.names[s.src[2]] for s in group))
+            self.emit_gated(self.vector_store.format(n=len(group), value=value, buffer=src[0],
+                                                     index=self.names[group[0].src[1]]) + ";", src)
+
+    def alu(self, u: UOp, src: list[str]) -> str:
+        expression = self.code_for_op[u.op](self, u.dtype, *src)
+        if u.dtype in self.float_computed:
+            expression = self.round_to(u.dtype, expression)
+        return self.declare("alu", u.dtype, expression)
+
+    # ---- spelling what needs the kernel: the helper functions it calls ----
     def math_call(self, name: str, dtype: DType, x: str) -> str:
         if dtypes.is_int(dtype) or dtype == dtypes.bool:
             if name == "trunc":
@@ -173,27 +251,6 @@ class CStyleRenderer(Renderer):
         # REFERENCE: 1 // x with floor division, and x == 0 reads as x == 1
         return f"(({x}<0)?-1:(({x}<=1)?1:0))" if dtype not in UNSIGNED else f"(({x}<=1)?1:0)"
 
-    def negate(self, dtype: DType, x: str) -> str:
-        if dtypes.is_int(dtype) and dtype not in UNSIGNED and dtype.itemsize >= 4:
-            # through the unsigned type: negating the smallest value wraps, as REFERENCE does, instead of being UB
-            unsigned = {4: dtypes.uint32, 8: dtypes.uint64}[dtype.itemsize]
-            return f"(({self.type_names[dtype]})(0-({self.type_names[unsigned]}){x}))"
-        return f"(-{x})"
-
-    def int_division(self, op: Ops, dtype: DType, a: str, b: str) -> str:
-        """C's / and % truncate toward zero, as REFERENCE does. A divisor of 0 (or -1 with the smallest value) would
-        trap on many devices; REFERENCE divides by 1 instead (so x // 0 == x and x % 0 == x), and so do we."""
-        symbol = "/" if op is Ops.IDIV else "%"
-        constant = self._constants.get(b)
-        signed = dtype not in UNSIGNED
-        if constant is not None and constant not in (0, -1):
-            return f"({a}{symbol}{b})"
-        safe = f"((({b}==0)|({b}==-1))?1:{b})" if signed else f"(({b}==0)?1:{b})"
-        if op is Ops.IDIV:
-            quotient = f"({a}/{safe})"
-            return f"(({b}==-1)?{self.negate(dtype, a)}:{quotient})" if signed else quotient
-        return f"(({b}==0)?{a}:({a}%{safe}))"
-
     def multiply_add(self, dtype: DType, a: str, b: str, c: str) -> str:
         # two roundings, as REFERENCE computes it: the compilers are told not to contract this into an fma.
         # numpy's float16 rounds the product to half (its bfloat16 stand-in, float32, doesn't)
@@ -208,8 +265,7 @@ class CStyleRenderer(Renderer):
         if target == dtypes.bool:
             return f"({x}!=0)"
         if target == dtypes.float16 and target in self.float_computed and source == dtypes.float64:
-            self.use_helper("half")
-            self.use_helper("double_to_half")
+            self.helpers_used.add("double_to_half")     # from_storage adds the half helpers it calls
             return self.from_storage(target, f"tg_double_to_half({x})")
         if target in self.float_computed:
             widened = x if source == dtypes.float32 or source in self.float_computed else f"(float)({x})"
@@ -229,22 +285,19 @@ class CStyleRenderer(Renderer):
 
     def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
         """Reinterpret the bits of x (a dialect spells this its own way)."""
-        raise NotImplementedError(f"{type(self).__name__} doesn't say how to bitcast")
+        raise NotImplementedError(f"{type(self.renderer).__name__} doesn't say how to bitcast")
 
     # ---- float-computed 16-bit types: helpers that move between the stored bits and the float in registers ----
     def from_storage(self, dtype: DType, bits: str) -> str:
-        self.use_helper(dtype.name)
+        self.helpers_used.add(dtype.name)
         return f"tg_{dtype.name}_to_float({bits})"
 
     def to_storage(self, dtype: DType, value: str) -> str:
-        self.use_helper(dtype.name)
+        self.helpers_used.add(dtype.name)
         return f"tg_float_to_{dtype.name}({value})"
 
     def round_to(self, dtype: DType, value: str) -> str:
         return self.from_storage(dtype, self.to_storage(dtype, value))
-
-    def use_helper(self, name: str):
-        self._helpers_used.add(name)
 
     def helper_source(self, name: str) -> str:
         """The C functions a kernel asked for with use_helper(name), written with this dialect's types."""
@@ -301,145 +354,114 @@ class CStyleRenderer(Renderer):
   }}
   return tg_float_to_half({as_float("bits")});
 }}"""
-        raise NotImplementedError(f"{type(self).__name__} has no helper {name!r}")
+        raise NotImplementedError(f"{type(self.renderer).__name__} has no helper {name!r}")
 
-    # ---------------------------------------------------------------------------------------------------------
-    # The program
-    # ---------------------------------------------------------------------------------------------------------
+    OPS: dict[Ops, Callable] = {
+        Ops.DEFINE_GLOBAL: lambda w, u, src: f"data{u.arg}", Ops.DEFINE_VAR: lambda w, u, src: u.arg[0],
+        Ops.CONST: lambda w, u, src: w.render_const(u.arg, u.dtype), Ops.SPECIAL: special,
+        Ops.RANGE: open_loop, Ops.ENDRANGE: close_loop,
+        Ops.DEFINE_ACC: lambda w, u, src: w.declare("acc", u.dtype, src[0]),
+        Ops.ASSIGN: assign, Ops.DEFINE_LOCAL: define_local, Ops.BARRIER: lambda w, u, src: w.emit(w.barrier),
+        Ops.LOAD: load, Ops.STORE: store,
+        Ops.CAST: lambda w, u, src: w.declare("cast", u.dtype, w.render_cast(src[0], u.src[0].dtype, u.dtype)),
+        Ops.BITCAST: lambda w, u, src: w.declare("cast", u.dtype, w.render_bitcast(src[0], u.src[0].dtype, u.dtype)),
+    }
+
+
+class CStyleRenderer(Renderer):
+    has_local = True
+    code_for_op = BASE_CODE_FOR_OP
+    # ---- the declarations a dialect fills in ----
+    kernel_prefix = "void"            # may use {local_size}: the threads per group this kernel is written for, and
+                                      # {local_dims}: the group's size along each dimension ("16, 16, 1")
+    buffer_prefix = ""                # before a buffer argument's element type
+    int_arg_prefix = "const int"      # how a symbolic size (DEFINE_VAR) is passed
+    # SPECIAL name prefix ("gidx", "lidx") -> C expression; {} is the dimension (0, 1, 2), {xyz} its letter
+    thread_index: dict[str, str] = {}
+    barrier = ""                      # the statement a BARRIER becomes
+    local_prefix = ""                 # before a local-memory array's declaration (DEFINE_LOCAL)
+    helper_prefix = "static inline"   # before the small helper functions some kernels need
+    helper_order = ("bitcast", "half", "double_to_half", "bfloat16")
+    type_names: dict[DType, str] = {}
+    storage_type_names: dict[DType, str] = {}   # a buffer's element type where it differs from type_names
+    literal_suffix: dict[DType, str] = {}
+    # with supports_float4: n neighbouring elements loaded or stored at once ({type} is the vector type, e.g. float4)
+    vector_widths: tuple[int, ...] = (4, 2)
+    vector_load = ""                  # from {buffer} + {index}, of {n} elements
+    vector_store = ""                 # {value} to {buffer} + {index}
+    vector_value = "({type})({values})"
+    vector_lane = "{}.s{}"
+    infinity, nan = "INFINITY", "NAN"
+    half_literal = "((half){})"       # a float literal made a half
+    # types that live in buffers as 16-bit patterns but are computed on as float, rounded after every op
+    float_computed: frozenset[DType] = frozenset({dtypes.bfloat16})
+    kernel_writer: type[CKernel] = CKernel    # writes one kernel (a dialect may spell more in a subclass)
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        self.check_dtypes(uops)
+        return self.kernel_writer(self, name, uops).render()
+
     def kernel_preamble(self, uops: list[UOp]) -> list[str]:
         """Lines before the kernel (pragmas, includes); dialects extend this."""
         return []
 
-    def render(self, name: str, uops: list[UOp]) -> str:
-        self.check_dtypes(uops)
-        self._constants: dict[str, int] = {}       # literal text -> value, for int_division's constant divisors
-        self._helpers_used: set[str] = set()
-        names: dict[UOp, str] = {}
-        self._counts = counts = {}        # prefix -> the last number used in a declared name
-        body: list[str] = []
-        depth = 1
-        written = {u.src[0] for u in uops if u.op in (Ops.STORE, Ops.WMMA_STORE)}
-        vectors = {u: group for u, group in neighbour_groups(uops, self.vector_widths).items()
-                   if self.has_vectors_of(group[0].dtype if u.op is Ops.LOAD else u.src[2].dtype)}
-        vector_names: dict[tuple[UOp, ...], str] = {}
-        stores_waiting: dict[tuple[UOp, ...], int] = {}
+    # ---------------------------------------------------------------------------------------------------------
+    # Spelling values: what depends on the declarations only (the kernel writer spells what needs the kernel)
+    # ---------------------------------------------------------------------------------------------------------
+    def type_name(self, dtype: DType) -> str:
+        return "float" if dtype in self.float_computed else self.type_names[dtype]
 
-        def declare(prefix: str, dtype: DType, expression: str) -> str:
-            counts[prefix] = counts.get(prefix, -1) + 1
-            var = f"{prefix}{counts[prefix]}"
-            body.append("  " * depth + f"{self.type_name(dtype)} {var} = {expression};")
-            return var
+    def storage_type(self, dtype: DType) -> str:
+        return self.type_names[dtypes.uint16] if dtype in self.float_computed else \
+            self.storage_type_names.get(dtype, self.type_names[dtype])
 
-        for u in uops:
-            op, dtype, src = u.op, u.dtype, [names.get(s) for s in u.src]
-            if op is Ops.DEFINE_GLOBAL:
-                names[u] = f"data{u.arg}"
-            elif op is Ops.DEFINE_VAR:
-                names[u] = u.arg[0]
-            elif op is Ops.CONST:
-                names[u] = self.render_const(u.arg, dtype)
-                if dtypes.is_int(dtype):
-                    self._constants[names[u]] = int(u.arg)
-            elif op is Ops.SPECIAL:
-                prefix, dim = u.arg[0][:-1], u.arg[0][-1]
-                names[u] = u.arg[0]
-                index = self.thread_index[prefix].format(dim, xyz='xyz'[int(dim)])
-                body.append("  " * depth + f"{self.type_name(dtype)} {u.arg[0]} = {index};"
-                            f" /* {u.arg[1]} */")
-            elif op is Ops.RANGE:
-                names[u] = var = f"ridx{u.arg}"
-                body.append("  " * depth + f"for ({self.type_name(dtype)} {var} = 0; {var} < {src[0]}; {var}++) {{")
-                depth += 1
-            elif op is Ops.ENDRANGE:
-                depth -= 1
-                body.append("  " * depth + "}")
-            elif op is Ops.DEFINE_LOCAL:
-                names[u] = u.arg[0]
-                body.append("  " * depth + f"{self.local_prefix}{self.type_name(dtype)} {u.arg[0]}[{u.arg[1]}];")
-            elif op is Ops.BARRIER:
-                body.append("  " * depth + self.barrier)
-            elif op is Ops.LOAD and u.src[0].op is Ops.DEFINE_LOCAL:
-                # local arrays hold the computed type (no storage conversion); src[2] is the BARRIER, not a gate
-                names[u] = declare("val", dtype, f"{src[0]}[{src[1]}]")
-            elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_LOCAL:
-                store = f"{src[0]}[{src[1]}] = {src[2]};"
-                body.append("  " * depth + (store if len(src) == 3 else f"if ({src[3]}) {store}"))
-            elif op is Ops.DEFINE_ACC:
-                names[u] = declare("acc", dtype, src[0])
-            elif op is Ops.ASSIGN:
-                body.append("  " * depth + f"{src[0]} = {src[1]};")
-                names[u] = src[0]
-            elif op is Ops.LOAD and u in vectors:
-                group = vectors[u]
-                if group not in vector_names:       # lane 0, the first of the group in the program
-                    vector_type = f"{self.type_name(dtype)}{len(group)}"
-                    read = self.vector_load.format(n=len(group), buffer=src[0], index=src[1])
-                    if len(src) == 3:
-                        read = f"({src[2]}?{read}:({vector_type})({self.zero(dtype)}))"
-                    counts["vec"] = counts.get("vec", -1) + 1
-                    vector_names[group] = f"vec{counts['vec']}"
-                    body.append("  " * depth + f"{vector_type} {vector_names[group]} = {read};")
-                names[u] = self.vector_lane.format(vector_names[group], group.index(u))
-            elif op is Ops.STORE and u in vectors:
-                group = vectors[u]
-                stores_waiting[group] = stores_waiting.get(group, 0) + 1
-                if stores_waiting[group] == len(group):    # the last of the group: every lane's value exists now
-                    vector_type = f"{self.type_name(u.src[2].dtype)}{len(group)}"
-                    value = self.vector_value.format(type=vector_type, values=", ".join(names[s.src[2]] for s in group))
-                    store = self.vector_store.format(n=len(group), value=value, buffer=src[0],
-                                                     index=names[group[0].src[1]]) + ";"
-                    body.append("  " * depth + (store if len(src) == 3 else f"if ({src[3]}) {store}"))
-            elif op is Ops.LOAD:
-                read = f"{src[0]}[{src[1]}]"
-                if dtype in self.float_computed:
-                    read = self.from_storage(dtype, read)
-                # a gated load never touches memory when the gate is false: ?: evaluates only the chosen side
-                names[u] = declare("val", dtype, read if len(src) == 2 else f"({src[2]}?{read}:{self.zero(dtype)})")
-            elif op is Ops.STORE:
-                value = self.to_storage(u.src[2].dtype, src[2]) if u.src[2].dtype in self.float_computed else src[2]
-                store = f"{src[0]}[{src[1]}] = {value};"
-                body.append("  " * depth + (store if len(src) == 3 else f"if ({src[3]}) {store}"))
-            elif op is Ops.CAST:
-                names[u] = declare("cast", dtype, self.render_cast(src[0], u.src[0].dtype, dtype))
-            elif op is Ops.BITCAST:
-                names[u] = declare("cast", dtype, self.render_bitcast(src[0], u.src[0].dtype, dtype))
-            elif op in (Ops.WMMA_ACC, Ops.WMMA, Ops.WMMA_STORE):
-                names[u] = self.render_wmma(u, src, lambda line, d=depth: body.append("  " * d + line))
-            elif op in self.code_for_op:
-                expression = self.code_for_op[op](self, dtype, *src)
-                if dtype in self.float_computed:
-                    expression = self.round_to(dtype, expression)
-                names[u] = declare("alu", dtype, expression)
+    def render_const(self, value, dtype: DType) -> Literal:
+        if dtype == dtypes.bool:
+            return Literal("1" if value else "0", value)
+        if dtypes.is_float(dtype):
+            value = float(value)
+            if math.isnan(value):
+                text = self.nan
+            elif math.isinf(value):
+                text = self.infinity if value > 0 else f"-{self.infinity}"
             else:
-                raise NotImplementedError(f"{type(self).__name__} can't render {op} (uop {u})")
-
-        buffers, variables = program_signature(uops)
-        args = [f"{self.buffer_prefix}{'' if b in written else 'const '}{self.storage_type(b.dtype)}* data{b.arg}"
-                for b in buffers] + [f"{self.int_arg_prefix} {v.arg[0]}" for v in variables]
-        local_dims = [1, 1, 1]
-        for u in uops:
-            if u.op is Ops.SPECIAL and u.arg[0].startswith("lidx"):
-                local_dims[int(u.arg[0][-1])] = u.arg[1]
-        helpers: dict[str, str] = {}
-        while missing := self._helpers_used - helpers.keys():    # a helper may use another helper
-            helpers |= {h: self.helper_source(h) for h in missing}
-        # written in a fixed order: a later one may call an earlier one
-        lines = self.kernel_preamble(uops) + [helpers[h] for h in self.helper_order if h in helpers]
-        prefix = self.kernel_prefix.format(local_size=local_dims[0] * local_dims[1] * local_dims[2],
-                                           local_dims=", ".join(map(str, local_dims)))
-        lines.append(f"{prefix} {name}({', '.join(args)}) {{")
-        return "\n".join(lines + body + ["}"]) + "\n"
-
-    def render_wmma(self, u: UOp, src: list[str], emit) -> str | None:
-        """Tensor-core ops (only for renderers that declare tensor_cores): emit lines, return the value's name."""
-        raise NotImplementedError(f"{type(self).__name__} declares no tensor cores, so it can't render {u.op}")
-
-    def has_vectors_of(self, dtype: DType) -> bool:
-        # a bool or a type computed as float lives in buffers as another type: its vectors would need conversions
-        return self.supports_float4 and dtype != dtypes.bool and dtype not in self.float_computed
+                text = repr(value) + ("f" if dtype != dtypes.float64 else "")
+            if dtype == dtypes.float64 and not math.isfinite(value):
+                text = f"(double){text}"
+            if dtype == dtypes.float16 and dtype not in self.float_computed:
+                text = self.half_literal.format(text)
+        else:
+            value = int(value)
+            if dtype not in UNSIGNED and dtype.itemsize >= 4 and value == dtypes.min(dtype):
+                # -2147483648 is a negated literal too large for its type: spell it as an expression
+                text = f"({value + 1}{self.literal_suffix.get(dtype, '')}-1)"
+            else:
+                text = f"{value}{self.literal_suffix.get(dtype, '')}"
+        return Literal(f"({text})" if text.startswith("-") else text, value)
 
     def zero(self, dtype: DType) -> str:
         return self.render_const(0, dtype if dtype not in self.float_computed else dtypes.float32)
 
+    def negate(self, dtype: DType, x: str) -> str:
+        if dtypes.is_int(dtype) and dtype not in UNSIGNED and dtype.itemsize >= 4:
+            # through the unsigned type: negating the smallest value wraps, as REFERENCE does, instead of being UB
+            unsigned = {4: dtypes.uint32, 8: dtypes.uint64}[dtype.itemsize]
+            return f"(({self.type_names[dtype]})(0-({self.type_names[unsigned]}){x}))"
+        return f"(-{x})"
 
-__all__ = ["BASE_CODE_FOR_OP", "MATH_FUNCTIONS", "CStyleRenderer"]
+    def int_division(self, op: Ops, dtype: DType, a: str, b: str) -> str:
+        """C's / and % truncate toward zero, as REFERENCE does. A divisor of 0 (or -1 with the smallest value) would
+        trap on many devices; REFERENCE divides by 1 instead (so x // 0 == x and x % 0 == x), and so do we."""
+        symbol = "/" if op is Ops.IDIV else "%"
+        signed = dtype not in UNSIGNED
+        if isinstance(b, Literal) and b.value not in (0, -1):
+            return f"({a}{symbol}{b})"
+        safe = f"((({b}==0)|({b}==-1))?1:{b})" if signed else f"(({b}==0)?1:{b})"
+        if op is Ops.IDIV:
+            quotient = f"({a}/{safe})"
+            return f"(({b}==-1)?{self.negate(dtype, a)}:{quotient})" if signed else quotient
+        return f"(({b}==0)?{a}:({a}%{safe}))"
+
+
+
+__all__ = ["BASE_CODE_FOR_OP", "MATH_FUNCTIONS", "CKernel", "CStyleRenderer", "Literal"]

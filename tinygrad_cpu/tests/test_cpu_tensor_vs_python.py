@@ -4,7 +4,7 @@ Sizes are small and deliberately not multiples of the upcast/unroll amounts, so 
 import numpy as np
 import pytest
 from tinygrad_core import Tensor, dtypes
-from tinygrad_core.codegen.lower import KernelOpts
+from tinygrad_core.codegen.opts import KernelOpts
 from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.device import Device
 from tinygrad_core.engine.realize import CompiledRunner

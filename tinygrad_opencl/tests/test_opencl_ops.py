@@ -66,3 +66,16 @@ def test_half_to_float_is_exact_for_every_half():
     want = bits.view(np.float16).astype(np.float32)
     same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
     assert same.all()
+
+
+def test_rendering_kernels_leaves_the_shared_renderer_as_it_was():
+    """Each kernel is written by a writer object of its own (CKernel): what one kernel needs (its names, the helper
+    functions it calls, its constant divisors) is never kept on the renderer, which all the device's kernels share."""
+    from tinygrad_core.engine.realize import CompiledRunner
+    renderer = Device["CL"].renderer
+    before = dict(vars(renderer))
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="CL")
+    helper, division = (CompiledRunner("CL", t.schedule()[-1].ast).src
+                        for t in (x.cast(dtypes.bfloat16) * 2, x.cast(dtypes.int32) // 3))
+    assert "tg_float_to_bfloat16" in helper and "/3)" in division and "==0" not in division
+    assert vars(renderer) == before

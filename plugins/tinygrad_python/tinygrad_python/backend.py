@@ -76,119 +76,162 @@ class PythonProgram(Program):
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
         start = time.perf_counter()
         with np.errstate(all="ignore"):
-            self.run(bufs, vals, tuple(global_size), tuple(local_size))
+            Launch(self, bufs, vals, tuple(global_size), tuple(local_size)).run()
         return time.perf_counter() - start if wait else None
 
-    @staticmethod
-    def thread_indices(global_size, local_size) -> dict[str, np.ndarray]:
-        """Each SPECIAL's value in every thread: thread t is thread t % prod(local_size) of group t // prod(...),
-        and both flat indices unfold with dimension 0 fastest."""
-        group_count, group_threads = int(np.prod(global_size)), int(np.prod(local_size))
-        # int32 as the kernels' index arithmetic is, unless the core lowered it as int64 (2**31 threads or more)
-        index = np.int32 if group_count * group_threads < 2 ** 31 else np.int64
-        thread = np.arange(group_count * group_threads, dtype=index)
-        out = {}
-        for prefix, flat, sizes in (("gidx", thread // group_threads, global_size),
-                                    ("lidx", thread % group_threads, local_size)):
-            for dim, size in enumerate(sizes):
-                out[f"{prefix}{dim}"] = (flat // int(np.prod(sizes[:dim], dtype=np.int64)) % size).astype(index)
-        return out
 
-    def run(self, bufs, vals, global_size, local_size):
-        uops, values = self.uops, [None] * len(self.uops)
-        var_values = iter(vals)
-        specials = self.thread_indices(global_size, local_size)
-        threads = specials["gidx0"].size
-        group = np.arange(threads) // int(np.prod(local_size))     # each thread's row of the local arrays
-        pc = 0
-        while pc < len(uops):
-            op, dtype, src, arg = uops[pc]
-            args = [values[s] for s in src]
-            if op is Ops.DEFINE_GLOBAL:   # an empty tensor's buffer is 1 byte (allocations are never 0): view none
-                raw = bufs[arg]
-                values[pc] = raw[:raw.size - raw.size % dtype.np.itemsize].view(dtype.np)
-            elif op is Ops.DEFINE_VAR:
-                values[pc] = np.int32(next(var_values))
-            elif op is Ops.SPECIAL:
-                values[pc] = specials[arg[0]]
-            elif op is Ops.DEFINE_LOCAL:
-                values[pc] = np.zeros((int(np.prod(global_size)), arg[1]), dtype=_host(dtype))
-            elif op is Ops.BARRIER:
-                pass
-            elif op is Ops.LOAD and uops[src[0]][0] is Ops.DEFINE_LOCAL:     # src[2] is the BARRIER, not a gate
-                values[pc] = args[0][group, args[1]]
-            elif op is Ops.STORE and uops[src[0]][0] is Ops.DEFINE_LOCAL:
-                rows, idx, value = np.broadcast_arrays(group, args[1], args[2])
-                keep = np.broadcast_to(args[3], rows.shape) if len(args) == 4 else slice(None)
-                args[0][rows[keep], idx[keep]] = value[keep]
-            elif op is Ops.CONST:
-                values[pc] = np.array(arg, dtype=_host(dtype))
-            elif op is Ops.RANGE:
-                values[pc] = dtype.np.type(0)
-                if args[0] <= 0:
-                    pc = self.loop_end[pc] + 1
-                    continue
-            elif op is Ops.ENDRANGE:
-                values[src[0]] += 1
-                if values[src[0]] < values[uops[src[0]][2][0]]:
-                    pc = src[0] + 1
-                    continue
-            elif op is Ops.DEFINE_ACC:
-                values[pc] = args[0]
-            elif op is Ops.ASSIGN:
-                values[src[0]] = args[1]
-            elif op is Ops.LOAD:
-                values[pc] = self.load(dtype, *args)
-            elif op is Ops.STORE:
-                self.store(dtype, *args)
-            elif op is Ops.BITCAST:
-                source = args[0] if uops[src[0]][1] != dtypes.bfloat16 else f32_to_bf16(args[0])
-                out = np.ascontiguousarray(source).view(dtype.np)
-                values[pc] = bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
-            elif op is Ops.CAST:
-                values[pc] = cast_array(args[0], dtype)
-            elif op is Ops.WMMA_ACC:                    # a tile per warp; here a "thread" is a whole warp
-                (tm, tn, _), _ = arg
-                values[pc] = np.zeros((threads, tm, tn), dtype=_host(dtype))
-            elif op is Ops.WMMA:
-                ((tm, tn, tk), dtype_in, a_ld, a_rows, b_ld, b_rows), acc = arg, args[0]
-                a = self.tile(args[1], args[2], tm, tk, a_ld, a_rows, BY_NAME[dtype_in]).astype(acc.dtype)
-                b = self.tile(args[3], args[4], tk, tn, b_ld, b_rows, BY_NAME[dtype_in]).astype(acc.dtype)
-                values[src[0]] = values[pc] = acc + a @ b
-            elif op is Ops.WMMA_STORE:
-                ((tm, tn, _), _, ld), (buf, idx, acc) = arg, args
-                index = np.asarray(idx).reshape(-1, 1, 1) + np.arange(tm).reshape(1, -1, 1) * ld + np.arange(tn)
-                self.store(dtype, buf, index, cast_array(acc, uops[src[0]][1]))
-            else:
-                out = exec_alu(op, dtype, *args)
-                values[pc] = cast_array(out, dtype) if dtype == dtypes.bfloat16 else out
-            pc += 1
+def thread_indices(global_size, local_size) -> dict[str, np.ndarray]:
+    """Each SPECIAL's value in every thread: thread t is thread t % prod(local_size) of group t // prod(...), and
+    both flat indices unfold with dimension 0 fastest."""
+    group_count, group_threads = int(np.prod(global_size)), int(np.prod(local_size))
+    # int32 as the kernels' index arithmetic is, unless the core lowered it as int64 (2**31 threads or more)
+    index = np.int32 if group_count * group_threads < 2 ** 31 else np.int64
+    thread = np.arange(group_count * group_threads, dtype=index)
+    out = {}
+    for prefix, flat, sizes in (("gidx", thread // group_threads, global_size),
+                                ("lidx", thread % group_threads, local_size)):
+        for dim, size in enumerate(sizes):
+            out[f"{prefix}{dim}"] = (flat // int(np.prod(sizes[:dim], dtype=np.int64)) % size).astype(index)
+    return out
 
-    @staticmethod
-    def load(dtype, buf, idx, valid=None):
-        if valid is not None:
-            out = np.where(valid, buf[np.where(valid, idx, 0)] if buf.size else 0, 0)
+
+class Launch:
+    """One run of a program: the value of every op in every thread at once. `OPS` says which method executes each
+    op; each gets the op's dtype, its sources' positions, its arg and its sources' values, and returns the op's value
+    (None if it has none). Loops jump by setting `pc`, the position of the op being executed."""
+
+    def __init__(self, program: PythonProgram, bufs, vals, global_size, local_size):
+        self.uops, self.loop_end, self.bufs, self.vals = program.uops, program.loop_end, bufs, iter(vals)
+        self.values = [None] * len(self.uops)
+        self.specials = thread_indices(global_size, local_size)
+        self.threads = self.specials["gidx0"].size
+        self.groups = int(np.prod(global_size))
+        self.group = np.arange(self.threads) // int(np.prod(local_size))     # each thread's row of the local arrays
+        self.pc = 0
+
+    def run(self):
+        while self.pc < len(self.uops):
+            here = self.pc
+            op, dtype, src, arg = self.uops[here]
+            execute = getattr(self, self.OPS.get(op, "alu"))
+            self.values[here] = execute(dtype, src, arg, [self.values[s] for s in src])
+            self.pc += 1
+
+    def is_local(self, position) -> bool:
+        return self.uops[position][0] is Ops.DEFINE_LOCAL
+
+    # ---- arguments, indices, loops, accumulators ----
+    def define_global(self, dtype, src, arg, args):
+        raw = self.bufs[arg]      # an empty tensor's buffer is 1 byte (allocations are never 0): view none of it
+        return raw[:raw.size - raw.size % dtype.np.itemsize].view(dtype.np)
+
+    def define_var(self, dtype, src, arg, args):
+        return np.int32(next(self.vals))
+
+    def special(self, dtype, src, arg, args):
+        return self.specials[arg[0]]
+
+    def const(self, dtype, src, arg, args):
+        return np.array(arg, dtype=_host(dtype))
+
+    def open_loop(self, dtype, src, arg, args):
+        if args[0] <= 0:
+            self.pc = self.loop_end[self.pc]          # on past the ENDRANGE
+        return dtype.np.type(0)
+
+    def close_loop(self, dtype, src, arg, args):
+        loop = src[0]
+        self.values[loop] += 1
+        if self.values[loop] < self.values[self.uops[loop][2][0]]:
+            self.pc = loop                            # back to the op after the RANGE
+
+    def define_acc(self, dtype, src, arg, args):
+        return args[0]
+
+    def assign(self, dtype, src, arg, args):
+        self.values[src[0]] = args[1]
+
+    # ---- memory: the kernel's buffers, and local arrays (a row per thread group) ----
+    def define_local(self, dtype, src, arg, args):
+        return np.zeros((self.groups, arg[1]), dtype=_host(dtype))
+
+    def barrier(self, dtype, src, arg, args):
+        pass                      # every thread has run every op before this one already
+
+    def load(self, dtype, src, arg, args):
+        if self.is_local(src[0]):                     # src[2] is the BARRIER, not a gate
+            return args[0][self.group, args[1]]
+        return read_buffer(dtype, *args)
+
+    def store(self, dtype, src, arg, args):
+        if self.is_local(src[0]):
+            rows, idx, value = np.broadcast_arrays(self.group, args[1], args[2])
+            keep = np.broadcast_to(args[3], rows.shape) if len(args) == 4 else slice(None)
+            args[0][rows[keep], idx[keep]] = value[keep]
         else:
-            out = buf[idx]
-        return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out.astype(dtype.np, copy=False)
+            write_buffer(dtype, *args)
 
-    @staticmethod
-    def tile(buf, idx, rows, cols, ld, row_major, dtype):
-        """Each thread's rows x cols tile starting at idx: element (i, j) at idx + i*ld + j (row-major)."""
-        i, j = np.arange(rows).reshape(1, -1, 1), np.arange(cols).reshape(1, 1, -1)
-        index = np.asarray(idx).reshape(-1, 1, 1) + (i * ld + j if row_major else i + j * ld)
-        out = buf[index]
-        return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out.astype(np.float32)
+    # ---- values ----
+    def bitcast(self, dtype, src, arg, args):
+        source = args[0] if self.uops[src[0]][1] != dtypes.bfloat16 else f32_to_bf16(args[0])
+        out = np.ascontiguousarray(source).view(dtype.np)
+        return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
 
-    @staticmethod
-    def store(dtype, buf, idx, value, valid=None):
-        if buf.dtype == np.uint16 and np.asarray(value).dtype == np.float32:   # a bfloat16 buffer
-            value = f32_to_bf16(np.asarray(value))
-        idx, value = np.broadcast_arrays(idx, value)
-        if valid is not None:
-            valid = np.broadcast_to(valid, idx.shape)
-            idx, value = idx[valid], value[valid]
-        buf[idx] = value
+    def cast(self, dtype, src, arg, args):
+        return cast_array(args[0], dtype)
+
+    def alu(self, dtype, src, arg, args):
+        out = exec_alu(self.uops[self.pc][0], dtype, *args)
+        return cast_array(out, dtype) if dtype == dtypes.bfloat16 else out
+
+    # ---- tensor cores: a tile per warp; here a "thread" is a whole warp ----
+    def wmma_acc(self, dtype, src, arg, args):
+        (tm, tn, _), _ = arg
+        return np.zeros((self.threads, tm, tn), dtype=_host(dtype))
+
+    def wmma(self, dtype, src, arg, args):
+        ((tm, tn, tk), dtype_in, a_ld, a_rows, b_ld, b_rows), acc = arg, args[0]
+        a = read_tile(args[1], args[2], tm, tk, a_ld, a_rows, BY_NAME[dtype_in]).astype(acc.dtype)
+        b = read_tile(args[3], args[4], tk, tn, b_ld, b_rows, BY_NAME[dtype_in]).astype(acc.dtype)
+        self.values[src[0]] = acc + a @ b
+        return self.values[src[0]]
+
+    def wmma_store(self, dtype, src, arg, args):
+        ((tm, tn, _), _, ld), (buf, idx, acc) = arg, args
+        index = np.asarray(idx).reshape(-1, 1, 1) + np.arange(tm).reshape(1, -1, 1) * ld + np.arange(tn)
+        write_buffer(dtype, buf, index, cast_array(acc, self.uops[src[0]][1]))
+
+    OPS = {Ops.DEFINE_GLOBAL: "define_global", Ops.DEFINE_VAR: "define_var", Ops.SPECIAL: "special",
+           Ops.CONST: "const", Ops.RANGE: "open_loop", Ops.ENDRANGE: "close_loop", Ops.DEFINE_ACC: "define_acc",
+           Ops.ASSIGN: "assign", Ops.DEFINE_LOCAL: "define_local", Ops.BARRIER: "barrier", Ops.LOAD: "load",
+           Ops.STORE: "store", Ops.BITCAST: "bitcast", Ops.CAST: "cast", Ops.WMMA_ACC: "wmma_acc", Ops.WMMA: "wmma",
+           Ops.WMMA_STORE: "wmma_store"}
+
+
+def read_buffer(dtype, buf, idx, valid=None):
+    if valid is not None:
+        out = np.where(valid, buf[np.where(valid, idx, 0)] if buf.size else 0, 0)
+    else:
+        out = buf[idx]
+    return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out.astype(dtype.np, copy=False)
+
+
+def read_tile(buf, idx, rows, cols, ld, row_major, dtype):
+    """Each thread's rows x cols tile starting at idx: element (i, j) at idx + i*ld + j (row-major)."""
+    i, j = np.arange(rows).reshape(1, -1, 1), np.arange(cols).reshape(1, 1, -1)
+    index = np.asarray(idx).reshape(-1, 1, 1) + (i * ld + j if row_major else i + j * ld)
+    out = buf[index]
+    return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out.astype(np.float32)
+
+
+def write_buffer(dtype, buf, idx, value, valid=None):
+    if buf.dtype == np.uint16 and np.asarray(value).dtype == np.float32:   # a bfloat16 buffer
+        value = f32_to_bf16(np.asarray(value))
+    idx, value = np.broadcast_arrays(idx, value)
+    if valid is not None:
+        valid = np.broadcast_to(valid, idx.shape)
+        idx, value = idx[valid], value[valid]
+    buf[idx] = value
 
 
 class PythonBackend(Compiled):

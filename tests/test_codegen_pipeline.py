@@ -1,0 +1,41 @@
+"""The codegen pipeline (codegen/pipeline.py): the passes a kernel AST goes through, in order, each named once."""
+import numpy as np
+from tinygrad_core import Context, Device, Tensor
+from tinygrad_core.codegen import pipeline
+from tinygrad_core.codegen.opts import choose_opts
+from tinygrad_core.conformance.harness import product_kernel
+from tinygrad_core.ops import Ops
+
+
+def _matmul_ast():
+    return product_kernel(Tensor(np.ones((8, 6), np.float32)) @ Tensor(np.ones((6, 4), np.float32)))
+
+
+def test_without_opts_the_pipeline_takes_the_heuristics_choice():
+    ast, renderer = _matmul_ast(), Device["PYTHON"].renderer
+    kernel = pipeline.run_passes(ast, renderer)
+    assert kernel.opts == choose_opts(ast, renderer)
+    assert kernel.program == pipeline.program_for(ast, renderer, kernel.opts)[0]
+
+
+def test_a_plain_kernel_is_lowered_to_a_graph_then_linearized_into_loops():
+    kernel = pipeline.run_passes(_matmul_ast(), Device["PYTHON"].renderer)
+    assert kernel.graph.op is Ops.SINK and any(u.op is Ops.REDUCE for u in kernel.graph.toposort())
+    ops = [u.op for u in kernel.program]
+    assert Ops.REDUCE not in ops and ops.count(Ops.RANGE) == ops.count(Ops.ENDRANGE) == 1
+
+
+def test_the_decompose_pass_leaves_no_op_the_renderer_lacks(monkeypatch):
+    renderer = Device["PYTHON"].renderer
+    monkeypatch.setattr(renderer, "code_for_op", {op: v for op, v in renderer.code_for_op.items()
+                                                   if op not in (Ops.MAX, Ops.NEG)}, raising=False)
+    ast = [item.ast for item in Tensor(np.ones((4,), np.float32)).neg().relu().schedule()][-1]
+    ops = {u.op for u in pipeline.program_for(ast, renderer)[0]}
+    assert not ops & {Ops.MAX, Ops.NEG} and Ops.WHERE in ops
+
+
+def test_debug_5_prints_each_pass_by_name_in_order(capsys):
+    with Context(DEBUG=5):
+        pipeline.run_passes(_matmul_ast(), Device["PYTHON"].renderer)
+    printed = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("codegen ")]
+    assert printed == [name for name, _ in pipeline.PASSES]
