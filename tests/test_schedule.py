@@ -1,11 +1,13 @@
 """Fusion, counted: how many kernels common expressions take (GlobalCounters.kernel_count); and transparency:
 the text and DOT dumps of the lazy graph, Context(DEBUG=n) output, GlobalCounters, per-device memory."""
+import gc
 import numpy as np
 import pytest
 from helpers import assert_close, rand_array
 
-from tinygrad_core import Context, Device, GlobalCounters, Tensor, dtypes
+from tinygrad_core import Context, Device, GlobalCounters, Tensor, dtypes, schedule
 from tinygrad_core.helpers import DEBUG, getenv
+from tinygrad_core.ops import Ops
 
 
 def realized_inputs(*shapes):
@@ -108,6 +110,20 @@ def test_memory_in_use_is_tracked():
     assert Device[a.device].memory_used() >= 8000
     Device[a.device].synchronize()
     assert b.numpy()[0] == 2.0
+
+
+def test_a_realize_frees_its_intermediate_buffers_without_the_garbage_collector():
+    # a reference cycle around a kernel's buffers kept every intermediate of a non-jitted training step allocated
+    # until Python's gc next ran: each step took fresh memory (page faults, in the kernels' time) instead of reusing it
+    a = Tensor(rand_array((64, 64))).realize()
+    gc.collect()
+    gc.disable()
+    try:
+        used = Device[a.device].memory_used()
+        assert (a @ a).softmax(-1).sum().item() == pytest.approx(64, rel=1e-4)     # several kernels, 64x64 between
+        assert Device[a.device].memory_used() == used
+    finally:
+        gc.enable()
 
 
 # ---- transparency ----
@@ -223,13 +239,92 @@ def test_a_reduce_cut_late_keeps_its_product_in_its_own_kernel():
     # a conv whose output a max-pool reads twice: the pool's walk went inside the conv's reduce before cutting it, and
     # the product it had seen there was then copied out as "read by two kernels" (10000 images: 381 GB)
     from tinygrad_core import nn
-    import tinygrad_core.nn_ops as nn_ops
     convs = nn.Conv2d(1, 4, 5), nn.Conv2d(4, 4, 5), nn.Conv2d(4, 8, 3)
     x = Tensor.rand(2, 1, 28, 28).realize()
-    old, nn_ops.IM2COL_BYTES = nn_ops.IM2COL_BYTES, 0          # in-place windows, as a large batch takes
+    old, schedule.IM2COL_BYTES = schedule.IM2COL_BYTES, 0      # in-place windows, as a large batch takes
     try:
         out = convs[2](convs[1](convs[0](x).relu()).relu().max_pool2d((2, 2))).sum()
         biggest = max(item.bufs[0].size for item in out.schedule())
     finally:
-        nn_ops.IM2COL_BYTES = old
+        schedule.IM2COL_BYTES = old
     assert biggest <= 2 * 4 * 24 * 24, biggest
+
+
+# ---- the cut rules (tinygrad_core/schedule.py): each one, shown on a graph it cuts ----
+
+
+def roots_of(*tensors: Tensor) -> list:
+    """The nodes the schedule computes into buffers, in run order (nothing is run)."""
+    return [item.node for item in schedule.create_schedule([t.uop for t in tensors])]
+
+
+def test_cut_realize_point_contiguous_and_assign():
+    _, (tx,) = realized_inputs((4, 6))
+    kept = (tx + 1).contiguous()
+    out = kept * 2
+    assert schedule._realize_point(kept.uop) == (kept.uop,) and schedule._realize_point(out.uop) == ()
+    assert roots_of(out) == [kept.uop, out.uop]        # fused, (tx + 1) * 2 would be one kernel
+
+
+def test_cut_copy_source_is_computed_before_the_transfer():
+    other = "CPU" if Device.DEFAULT == "PYTHON" else "PYTHON"
+    (x,), (tx,) = realized_inputs((4, 6))
+    computed = tx + 1
+    moved = computed.to(other)
+    assert moved.uop.op is Ops.COPY and schedule._copy_source(moved.uop) == (computed.uop,)
+    assert roots_of(moved) == [computed.uop, moved.uop]
+    assert_close(moved.numpy(), x + 1)
+
+
+def test_cut_repeated_reduce_broadcast_or_read_by_two_kernels():
+    (x,), (tx,) = realized_inputs((4, 6))
+    total = tx.sum(1, keepdim=True)
+    centred = tx - total                                # the sum is read once per element of its row
+    assert roots_of(centred) == [total.uop, centred.uop]
+    assert_close(centred.numpy(), x - x.sum(1, keepdims=True), rtol=1e-5)
+    shared = tx.max(1, keepdim=True)
+    first, second = shared * 2, shared + 1              # two kernels would each compute it
+    cut, *rest = roots_of(first, second)
+    assert cut is shared.uop and set(rest) == {first.uop, second.uop}
+    fused = tx.sum(1) * 2                               # read once, by one kernel: no cut
+    assert roots_of(fused) == [fused.uop]
+
+
+def test_cut_costly_work_broadcast_into_reduce():
+    _, (tx, tw) = realized_inputs((4, 6), (5, 6))
+    costly = tx.exp().sqrt().log()                      # weighted work 14 >= COSTLY_ELEMENTWISE
+    product = (costly.reshape(4, 1, 6) * tw).sum(-1)    # the reduce reads it once for each of tw's 5 rows
+    assert roots_of(product) == [costly.uop, product.uop]
+    cheap = (tx + 1).reshape(4, 1, 6)
+    assert len(roots_of((cheap * tw).sum(-1))) == 1    # cheap work is recomputed, not written out
+    padded = tx.pad(((0, 0), (1, 1))).shrink(((0, 4), (0, 6))).reshape(4, 1, 6)
+    assert len(roots_of((padded * tw).sum(-1))) == 1   # views alone are never copied out
+
+
+def test_cut_costly_work_read_by_two_kernels():
+    _, (tx,) = realized_inputs((4, 6))
+    costly = tx.exp().sqrt().log()
+    by_rows, by_columns = costly.sum(1), costly.sum(0)
+    cut, *rest = roots_of(by_rows, by_columns)
+    assert cut is costly.uop and set(rest) == {by_rows.uop, by_columns.uop}
+    cheap = tx * 2
+    assert len(roots_of(cheap.sum(1), cheap.sum(0))) == 2     # cheap work is computed by both
+
+
+def test_cut_assign_reading_other_elements():
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+    flipped = x.flip(0) + 1
+    write = x.assign(flipped)                           # in place, row 0 would read row 2 already overwritten
+    assert schedule._assign_reading_other_elements(write.uop) is flipped.uop
+    assert roots_of(write) == [flipped.uop, write.uop]
+    assert_close(write.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4)[::-1] + 1)
+    in_place = x.assign(x * 2)                          # each element reads only itself
+    assert schedule._assign_reading_other_elements(in_place.uop) is None and len(roots_of(in_place)) == 1
+
+
+def test_every_cut_rule_is_tested_here():
+    rules = schedule.NODE_CUTS + schedule.WALK_CUTS + schedule.KERNEL_CUTS
+    with open(__file__) as f:
+        source = f.read()
+    untested = [rule.__name__ for rule in rules if f"def test_cut{rule.__name__}" not in source]
+    assert not untested, f"cut rules without a test_cut<rule name> here: {untested}"

@@ -10,12 +10,7 @@ from tinygrad_core.dtype import dtypes
 from tinygrad_core.elementwise import in_float32
 from tinygrad_core.gradient import Function
 from tinygrad_core.helpers import make_tuple, prod, flatten, ceildiv
-from tinygrad_core.schedule import buffer_of
-
-
-# im2col copies each output position's window out: past this many bytes (a 10000-image batch through a 5x5 conv is
-# gigabytes) the windows are read in place instead, slower but in the input's own memory
-IM2COL_BYTES = 1 << 28
+from tinygrad_core.schedule import buffer_of, conv_reads_windows_in_place
 
 
 class NNOps:
@@ -138,31 +133,27 @@ class NNOps:
         x = self.pad(((0, 0), (0, 0), *pads))
         if any(p != (0, 0) for p in pads) or buffer_of(x.uop) is None:
             # the padded input is copied once so the window's loads need no bounds checks: the conv's inner loop
-            # then reads memory unconditionally and vectorises (30x faster on CPU for a padded 3x3 conv). So is a
-            # computed input: the scheduler would otherwise copy its windows out, kernel-size times its size
+            # then reads memory unconditionally and vectorises. So is a computed input: the scheduler would otherwise
+            # copy its windows out, kernel-size times its size
             x = x.contiguous()
         x = x._pool(tuple(kernel), stride, dilation)                                   # bs, cin, *out, *kernel
         outs, per_group, window = x.shape[2:2 + dims], cout // groups, cin_group * prod(kernel)
         im2col_bytes = bs * prod(outs) * groups * window * self.dtype.itemsize
-        if all(s == 1 for s in make_tuple(stride, dims)) and outs[-1] % 16 == 0 or im2col_bytes > IM2COL_BYTES:
-            # stride 1 and output rows of whole vectors: the product-sum reads the windows in place (neighbouring
-            # outputs read neighbouring inputs, so its loads vectorise along the rows; 2-4x faster than im2col here)
+        if conv_reads_windows_in_place(make_tuple(stride, dims), outs, im2col_bytes):      # decided in schedule.py
             x = x.reshape(bs, groups, cin_group, 1, *outs, *kernel)
             x = x.expand(bs, groups, cin_group, per_group, *outs, *kernel)
             x = x.permute(0, 1, 3, *[4 + i for i in range(dims)], 2, *[4 + dims + i for i in range(dims)])
             w = weight.reshape(1, groups, per_group, *[1] * dims, cin_group, *kernel)
             out = (x * w).sum([-1 - i for i in range(1 + dims)], keepdim=True).reshape(bs, cout, *outs)
         else:
-            # strided or short rows: read in place, neighbouring outputs would gather inputs a stride apart, or rows
-            # would end mid-vector (5-30x slower). So each output position's window is copied out as one row (im2col)
-            # and the convolution is a matmul of rows by the weight; contiguous_backward makes both its gradients
-            # matmuls too.
+            # im2col: each output position's window copied out as one row, and the convolution a matmul of rows by
+            # the weight; contiguous_backward makes both its gradients matmuls too
             x = x.permute(0, *range(2, 2 + dims), 1, *range(2 + dims, 2 + 2 * dims)).contiguous()
             # one axis of rows: the weight's gradient is then a reduce over one long axis, which the kernel unrolls
             x = x.reshape(bs * prod(outs), groups, 1, window).contiguous_backward()
             out = (x * weight.reshape(groups, per_group, window)).sum(-1).reshape(bs, *outs, cout)
             # written out as the matmul made it (fused into its consumer, it would be computed in the consumer's
-            # order, channels first: 20x slower)
+            # order, channels first, not the matmul's)
             out = out.contiguous().contiguous_backward().permute(0, 1 + dims, *range(1, 1 + dims))
         return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
 

@@ -3,12 +3,18 @@
 A kernel computes one node ("a realize point") into a buffer of its own. Elementwise and movement ops fuse into the
 loads of whoever uses them; a reduce fuses with the elementwise ops before it and after it. A reduce is cut into
 its own kernel when its result is broadcast (EXPAND) or used by several nodes: fusing it there would recompute
-the whole reduction for every element that reads it."""
+the whole reduction for every element that reads it.
+
+create_schedule runs in three steps: order the graph that isn't computed yet (`_graph_order`); find the kernel roots
+(`_find_roots`) by the cut rules, which are listed in the order they apply: NODE_CUTS, for each node; WALK_CUTS, met
+while walking what would fuse into a kernel; KERNEL_CUTS, once a kernel's walk is done; and build one item per root,
+in run order (`_order_roots`, `_build_items`). A call's planning state (a `_Plan`, then the planned buffer views) is
+passed from step to step, never kept in the module."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 import weakref
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.device import Buffer
+from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
@@ -33,34 +39,29 @@ def buffer_uop(buf: Buffer, version: int = 0) -> UOp:
     return UOp(Ops.BUFFER, buf.dtype, (), (buf, version))
 
 
-def buffer_of(u: UOp) -> Buffer | None:
+def buffer_of(u: UOp, planned: dict[UOp, UOp] | None = None) -> Buffer | None:
     """The Buffer holding u's value when u is a plain (contiguous, whole) view of one, else None."""
-    u = _resolve(u)
+    u = _resolve(u, planned)
     if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER:
         u = u.src[0]
     return u.arg[0] if u.op is Ops.BUFFER else None
 
 
-# what the schedule being built will compute (published to `realized` by run_schedule, once each kernel has run)
-_planned: dict[UOp, UOp] = {}
-
-
-def _resolve(u: UOp) -> UOp:
-    found = _planned.get(u)
+def _resolve(u: UOp, planned: dict[UOp, UOp] | None = None) -> UOp:
+    """What stands for u's value: the buffer view it is planned to be written to (by the schedule being built) or was
+    computed into, else u itself."""
+    found = planned.get(u) if planned else None
     return found if found is not None else realized.get(u, u)
 
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
-    outs = [_resolve(u) for u in outs]
-    roots: list[UOp] = []
-    is_root: set[UOp] = set()
+    order = _graph_order(outs := [_resolve(u) for u in outs])
+    plan = _find_roots(outs, order)
+    return _build_items(_order_roots(plan.roots, {u: i for i, u in enumerate(order)}, plan.is_root), plan.is_root)
 
-    def make_root(u: UOp):
-        if u not in is_root:
-            is_root.add(u)
-            roots.append(u)
 
-    # a dependency order of the part of the graph that isn't computed yet
+def _graph_order(outs: list[UOp]) -> list[UOp]:
+    """A dependency order (sources first) of the part of the graph that isn't computed yet."""
     order: list[UOp] = []
     seen: set[UOp] = set()
     stack = [(u, False) for u in outs]
@@ -68,89 +69,169 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
         u, expanded = stack.pop()
         if expanded:
             order.append(u)
-            continue
-        if u in seen:
-            continue
-        seen.add(u)
-        stack.append((u, True))
-        for s in u.src:
-            s = _resolve(s)
-            if s.op is not Ops.BUFFER and s not in seen:
-                stack.append((s, False))
+        elif u not in seen:
+            seen.add(u)
+            stack.append((u, True))
+            stack.extend((s, False) for s in map(_resolve, u.src) if s.op is not Ops.BUFFER and s not in seen)
+    return order
 
-    for u in outs:
-        if buffer_of(u) is None and u.op is not Ops.BUFFER:
-            make_root(u)
-    for u in order:
-        if u.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN):
-            make_root(u)
-        if u.op is Ops.COPY:
-            for s in map(_resolve, u.src):
-                if buffer_of(s) is None:
-                    make_root(s)
 
-    # walk each kernel's graph. A reduce becomes a kernel of its own when fusing it would repeat it: when it is seen
-    # through an EXPAND or inside another reduce (it would be recomputed per element), or from a second kernel.
-    # Likewise costly elementwise work that a reduce reads through an EXPAND (a batchnorm's backward feeding a
-    # convolution's gradients would be recomputed for every input channel and kernel position), and costly work that
-    # reduces of two kernels read (a convolution's input gradient feeding a batchnorm's backward)
-    reached_by: dict[UOp, UOp] = {}
+@dataclass
+class _Plan:
+    """The kernel roots found so far, in the order found (the order their kernels are walked in), and the kernel
+    whose walk reached each reduce or elementwise node inside a reduce first (a second kernel reaching it may cut it)."""
+    roots: list[UOp] = field(default_factory=list)
+    is_root: set[UOp] = field(default_factory=set)
+    reached_by: dict[UOp, UOp] = field(default_factory=dict)
+
+    def cut(self, u: UOp):
+        if u not in self.is_root:
+            self.is_root.add(u)
+            self.roots.append(u)
+
+
+def _find_roots(outs: list[UOp], order: list[UOp]) -> _Plan:
+    """The kernel roots: the outputs not computed yet, what NODE_CUTS cut, then, walking each root's kernel in turn
+    (roots found on the way are walked too), what WALK_CUTS and KERNEL_CUTS cut."""
+    plan = _Plan()
+    for r in [u for u in outs if buffer_of(u) is None and u.op is not Ops.BUFFER] + \
+            [cut for u in order for rule in NODE_CUTS for cut in rule(u)]:
+        plan.cut(r)
     done = 0
-    while done < len(roots):
-        root = roots[done]
-        walked: set = set()
-        stack = [(s, root.op is Ops.REDUCE_AXIS, root.op is Ops.REDUCE_AXIS) for s in _kernel_inputs(root)]
-        walk_again = False
-        while stack:
-            u, repeated, in_reduce = stack.pop()
-            u = _resolve(u)
-            if (u, repeated) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in is_root and u is not root):
-                continue
-            walked.add((u, repeated))
-            if u.op is Ops.REDUCE_AXIS and (repeated or reached_by.setdefault(u, root) is not root):
-                make_root(u)
-                # this walk went inside it by another path first: what it found there belongs to u's kernel now
-                walk_again = walk_again or (u, False) in walked
-                continue
-            # (views alone are not copied out: a copy of a convolution's windows would be 9x its input, and read
-            # in a worse order than the input itself)
-            if u.op is Ops.EXPAND and in_reduce and _elementwise_work(expanded := _under_views(u.src[0]),
-                                                                      is_root) >= COSTLY_ELEMENTWISE and \
-                    _elementwise_work(expanded, is_root, views=False) > 0:
-                make_root(expanded)
-                continue
-            if u.op in GroupOp.ELEMENTWISE and in_reduce and reached_by.setdefault(u, root) is not root and \
-                    _elementwise_work(u, is_root) >= COSTLY_ELEMENTWISE:
-                make_root(u)          # read inside a reduce by a second kernel: computed once, not twice
-                continue
-            stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), in_reduce or u.op is Ops.REDUCE_AXIS)
-                         for s in u.src)
-        if walk_again:
-            for u in [u for u, first in reached_by.items() if first is root]:
-                del reached_by[u]
+    while done < len(plan.roots):
+        root = plan.roots[done]
+        if _walk_kernel(plan, root):
             continue
         done += 1
-        if root.op is Ops.ASSIGN:
-            _guard_assign(root, make_root)
+        for cut in filter(None, (rule(root) for rule in KERNEL_CUTS)):
+            plan.cut(cut)
+    return plan
 
-    position = {u: i for i, u in enumerate(order)}
-    roots = _order_roots(roots, position, is_root)
+
+def _walk_kernel(plan: _Plan, root: UOp) -> bool:
+    """Walk what fuses into root's kernel, cutting what the first matching rule of WALK_CUTS says (the walk doesn't go
+    past a cut). True when root's kernel must be walked again: a reduce was cut after this walk went inside it by
+    another path, so what it found there belongs to the reduce's kernel now."""
+    walked: set = set()
+    # (node, reached through an EXPAND or a reduce: computed more than once per element, inside a reduce)
+    stack = [(s, root.op is Ops.REDUCE_AXIS, root.op is Ops.REDUCE_AXIS) for s in _kernel_inputs(root)]
+    walk_again = False
+    while stack:
+        u, repeated, in_reduce = stack.pop()
+        u = _resolve(u)
+        if (u, repeated) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in plan.is_root and u is not root):
+            continue
+        walked.add((u, repeated))
+        if (cut := next((c for rule in WALK_CUTS if (c := rule(plan, root, u, repeated, in_reduce)) is not None),
+                        None)) is not None:
+            plan.cut(cut)
+            walk_again = walk_again or (cut.op is Ops.REDUCE_AXIS and (cut, False) in walked)
+            continue
+        stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), in_reduce or u.op is Ops.REDUCE_AXIS)
+                     for s in u.src)
+    if walk_again:
+        for u in [u for u, first in plan.reached_by.items() if first is root]:
+            del plan.reached_by[u]
+    return walk_again
+
+
+# ---- the cut rules ----
+def _realize_point(u: UOp) -> tuple[UOp, ...]:
+    """What the program asks to be computed into a buffer: a CONTIGUOUS, a write (ASSIGN), a transfer (COPY)."""
+    return (u,) if u.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN) else ()
+
+
+def _copy_source(u: UOp) -> tuple[UOp, ...]:
+    """A transfer copies a buffer: a source that isn't one yet is computed into one first."""
+    return tuple(s for s in map(_resolve, u.src) if buffer_of(s) is None) if u.op is Ops.COPY else ()
+
+
+def _repeated_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: bool) -> UOp | None:
+    """A reduce seen through an EXPAND or inside another reduce (fused, it would be recomputed for every element that
+    reads it), or from a second kernel (both would compute it)."""
+    return u if u.op is Ops.REDUCE_AXIS and (repeated or plan.reached_by.setdefault(u, root) is not root) else None
+
+
+def _costly_work_broadcast_into_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: bool):
+    """Costly elementwise work that a reduce reads through an EXPAND: a batchnorm's backward feeding a convolution's
+    gradients would be recomputed for every input channel and kernel position. Views alone are not copied out: a copy
+    of a convolution's windows would be 9x its input, and read in a worse order than the input itself."""
+    if u.op is Ops.EXPAND and in_reduce and _elementwise_work(expanded := _under_views(u.src[0]), plan.is_root) >= \
+            COSTLY_ELEMENTWISE and _elementwise_work(expanded, plan.is_root, views=False) > 0:
+        return expanded
+
+
+def _costly_work_read_by_two_kernels(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: bool):
+    """Costly elementwise work that reduces of two kernels read (a convolution's input gradient feeding a batchnorm's
+    backward): computed once, not twice."""
+    return u if u.op in GroupOp.ELEMENTWISE and in_reduce and plan.reached_by.setdefault(u, root) is not root and \
+        _elementwise_work(u, plan.is_root) >= COSTLY_ELEMENTWISE else None
+
+
+def _assign_reading_other_elements(root: UOp) -> UOp | None:
+    """x.assign(f(x)) is safe when f reads x only at the element being written; otherwise f(x) is computed first."""
+    if root.op is not Ops.ASSIGN:
+        return None
+    node = _resolve(root.src[0])
+    view_chain = {node}           # the target's own view of its buffer: reading through it is reading in place
+    while node.op in GroupOp.MOVEMENT:
+        node = node.src[0]
+        view_chain.add(node)
+    for u in root.src[1].toposort():
+        u = _resolve(u)
+        if u.base is node and u not in view_chain and (u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER):
+            return _resolve(root.src[1])
+    return None
+
+
+NODE_CUTS = (_realize_point, _copy_source)
+WALK_CUTS = (_repeated_reduce, _costly_work_broadcast_into_reduce, _costly_work_read_by_two_kernels)
+KERNEL_CUTS = (_assign_reading_other_elements,)
+
+
+# ---- layout: which matmul and convolution operands are computed into buffers of their own layout. Decided when the
+# op is built, not by a cut rule: its gradients are built from the graph it makes, and laid out by it too ----
+PANEL = 64                 # columns per panel of a packed matmul operand (see Tensor._dot_panels)
+FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
+# im2col copies each output position's window out: past this many bytes (a 10000-image batch through a 5x5 conv is
+# gigabytes) the windows are read in place instead, slower but in the input's own memory
+IM2COL_BYTES = 1 << 28
+WHOLE_ROWS = 16            # output rows of a multiple of this many elements read a convolution's windows in place
+
+
+def packs_panels(w: UOp, itemsize: int) -> bool:
+    """Whether the matmul x @ w reads w (k, n) from packed panels (Tensor._dot_panels): when w is read down columns
+    whose rows lie far apart, on a renderer that says it is a SIMD CPU (Renderer.simd_width, the hook asked here;
+    GPUs read a column block across threads, coalesced, and don't pack)."""
+    return len(w.shape) == 2 and w.op is not Ops.PERMUTE and isinstance(n := w.shape[1], int) and n % PANEL == 0 \
+        and n * itemsize >= FAR_ROWS_BYTES and bool(Device[w.device].renderer.simd_width)
+
+
+def conv_reads_windows_in_place(strides: tuple[int, ...], outs: tuple[int, ...], im2col_bytes: int) -> bool:
+    """Whether a convolution's product-sum reads its input's windows in place, else as im2col rows (one copied-out
+    row per output position, multiplied by the weight as a matmul). In place at stride 1 with output rows of whole
+    vectors: neighbouring outputs read neighbouring inputs, so the loads vectorise along the rows. Strided, they
+    would gather inputs a stride apart, or rows would end mid-vector. And in place when im2col would be too large."""
+    return all(s == 1 for s in strides) and outs[-1] % WHOLE_ROWS == 0 or im2col_bytes > IM2COL_BYTES
+
+
+def _build_items(roots: list[UOp], is_root: set[UOp]) -> list[ScheduleItem]:
+    """One item per root, in run order. Each root is planned to be read from its output buffer by the items after
+    it; run_schedule publishes that to `realized` once the item has run."""
+    planned: dict[UOp, UOp] = {}
     items = []
-    try:
-        for root in roots:
-            # a symbolic size gets a buffer for its largest value, so one buffer serves every value (TinyJit)
-            out = None if root.op is Ops.ASSIGN else Buffer(root.device, sym.max_value(prod(root.shape)), root.dtype)
-            item = _make_item(root, out, is_root)
-            target = item.bufs[0] if item is not None else out
-            version = _resolve(root.src[0]).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
-            _planned[root] = view = buffer_uop(target, version).reshape(root.shape)
-            if item is None:               # an empty result: nothing to compute
-                realized[root] = view
-            else:
-                item.becomes = view
-                items.append(item)
-    finally:
-        _planned.clear()
+    for root in roots:
+        # a symbolic size gets a buffer for its largest value, so one buffer serves every value (TinyJit)
+        out = None if root.op is Ops.ASSIGN else Buffer(root.device, sym.max_value(prod(root.shape)), root.dtype)
+        item = _make_item(root, out, is_root, planned)
+        target = item.bufs[0] if item is not None else out
+        version = _resolve(root.src[0], planned).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
+        planned[root] = view = buffer_uop(target, version).reshape(root.shape)
+        if item is None:               # an empty result: nothing to compute
+            realized[root] = view
+        else:
+            item.becomes = view
+            items.append(item)
     return items
 
 
@@ -160,8 +241,7 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
     after: dict[UOp, set[UOp]] = {}
     readers: dict[Buffer, set[UOp]] = {}
     for root in roots:
-        deps: set[UOp] = set()
-        walked: set[UOp] = set()
+        deps, walked = set(), set()
         stack = list(root.src if root.op is Ops.COPY else _kernel_inputs(root))
         while stack:
             u = _resolve(stack.pop())
@@ -231,44 +311,20 @@ def _elementwise_work(u: UOp, is_root: set[UOp], views: bool = True) -> int:
 
 
 def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:
-    if root.op is Ops.ASSIGN:
-        return (root.src[1],)
-    return root.src if root.op is not Ops.COPY else ()
+    return (root.src[1],) if root.op is Ops.ASSIGN else () if root.op is Ops.COPY else root.src
 
 
-def _guard_assign(root: UOp, make_root):
-    """x.assign(f(x)) is safe when f reads x only at the element being written; otherwise compute f(x) first."""
-    target = _resolve(root.src[0])
-    view_chain = set()            # the target's own view of its buffer: reading through it is reading in place
-    node = target
-    while True:
-        view_chain.add(node)
-        if node.op not in GroupOp.MOVEMENT:
-            break
-        node = node.src[0]
-    for u in root.src[1].toposort():
-        u = _resolve(u)
-        if u.base is node and u not in view_chain and (u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER):
-            make_root(_resolve(root.src[1]))
-            return
-
-
-def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem | None:
-    if root.op is Ops.ASSIGN:
-        target = buffer_of(root.src[0])
-        if target is None:
-            raise RuntimeError(f"assign target must be a realized tensor, got a {root.src[0].op.name} graph; "
-                               f"call .realize() on it first")
-        out = target
+def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[UOp, UOp]) -> ScheduleItem | None:
+    if root.op is Ops.ASSIGN and (out := buffer_of(root.src[0], planned)) is None:
+        raise RuntimeError(f"assign target must be a realized tensor, got a {root.src[0].op.name} graph; "
+                           f"call .realize() on it first")
     if out.size == 0:
         return None
     if root.op is Ops.COPY:
-        inputs = [buffer_of(_resolve(s)) for s in root.src]
+        inputs = [buffer_of(_resolve(s, planned), planned) for s in root.src]
         return ScheduleItem(root, [out] + inputs, root)
     bufs: list[Buffer] = [out]
-    globals_by_buffer: dict = {}
-    memo: dict[UOp, UOp] = {}
-    var_vals: dict[str, int] = {}
+    globals_by_buffer, memo, var_vals = {}, {}, {}     # var_vals: the values of the Variables unbound from sizes
 
     def load(buf: Buffer, size=None) -> UOp:
         if buf not in globals_by_buffer:
@@ -279,7 +335,7 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem
     def to_ast(u: UOp) -> UOp:
         if u in memo:
             return memo[u]
-        r = _resolve(u)
+        r = _resolve(u, planned)
         if r.op is Ops.BUFFER:
             made = load(r.arg[0])
         elif r is not u:
@@ -304,17 +360,17 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp]) -> ScheduleItem
         return made
 
     value = root.src[1] if root.op is Ops.ASSIGN else root
-    if root.op is Ops.ASSIGN and root.src[1] in is_root and _resolve(root.src[1]) is root.src[1]:
+    if root.op is Ops.ASSIGN and root.src[1] in is_root and _resolve(root.src[1], planned) is root.src[1]:
         raise AssertionError("assign value must be realized first")
     body = to_ast(value.src[0]) if value.op is Ops.CONTIGUOUS else to_ast(value)
+    del to_ast      # (it refers to itself: a cycle that would keep `bufs` allocated until Python's gc next runs)
     # a reshape (or a detach) on top changes no byte of the result: the kernel computes in the shape before it, where
     # a reduce's output axes are its own (codegen/opts.py tiles a kernel along them)
     while body.op in (Ops.RESHAPE, Ops.DETACH) and body.src[0].op is not Ops.LOAD:
         body = body.src[0]
     if body.op is Ops.LOAD:          # a plain copy still needs a shape to index it
         body = body.reshape(sym.unbind(value.shape, var_vals))
-    out_global = UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0)
-    ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out_global, body)),))
+    ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0), body)),))
     return ScheduleItem(ast, bufs, root, var_vals=var_vals)
 
 

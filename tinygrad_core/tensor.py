@@ -17,15 +17,12 @@ from tinygrad_core.gradient import compute_gradient, Function
 from tinygrad_core.helpers import argfix, prod
 from tinygrad_core.ops import Ops, UOp, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
+from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized, packs_panels, PANEL
 from tinygrad_core.engine.realize import run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps
 from tinygrad_core.elementwise import ElementwiseOps, in_float32
-
-PANEL = 64                 # columns per panel of a packed matmul operand (see Tensor._dot_panels)
-FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
 
 
 class _Unique:
@@ -968,8 +965,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         dtype = least_upper_dtype(self.dtype, w.dtype)
         # small ints multiply in the (u)int32 their sum is in (in their own dtype, -128 * -128 would wrap)
         dtype = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
-        if w.ndim == 2 and w.uop.op is not Ops.PERMUTE and isinstance(w.shape[1], int) and w.shape[1] % PANEL == 0 \
-                and w.shape[1] * dtype.itemsize >= FAR_ROWS_BYTES and Device[w.device].renderer.simd_width:
+        if packs_panels(w.uop, dtype.itemsize):     # decided in schedule.py, with the other layout choices
             return self.cast(dtype)._dot_panels(w.cast(dtype))
         x = self.cast(dtype).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
         w = w.cast(dtype)
@@ -978,10 +974,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         return (x * w).sum(-1)
 
     def _dot_panels(self, w: Tensor) -> Tensor:
-        """self @ w for a row-major w whose rows lie far apart, on a SIMD CPU (renderer.simd_width): read down its
+        """self @ w for a row-major w whose rows lie far apart (where schedule.packs_panels says so): read down its
         columns, w would jump a row per step, and rows a page apart compete for the same cache sets. So w is first
         copied into panels of PANEL columns, each contiguous in memory (BLAS libraries call this packing), and the
-        product is computed panel by panel. (GPUs read a column block across threads, coalesced: they don't pack.)"""
+        product is computed panel by panel."""
         k, n = w.shape
         panels = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
         return (self.reshape(*self.shape[:-1], 1, k, 1) * panels).sum(-2).reshape(*self.shape[:-1], n)
