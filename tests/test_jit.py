@@ -267,3 +267,15 @@ def test_jit_0_runs_the_function_every_call():
         for _ in range(4):
             assert f(Tensor([1.0])).tolist() == [2.0]
     assert len(calls) == 4 and not f.captures
+
+
+def test_a_capture_inside_another_capture_is_refused_and_a_later_capture_still_works():
+    inner = TinyJit(lambda x: (x + 1).realize())
+    outer = TinyJit(lambda x: inner(x) * 2)
+    x = np.arange(3, dtype=np.float32)
+    assert_close(outer(Tensor(x)).numpy(), (x + 1) * 2)      # first calls run: nothing is recorded yet
+    with pytest.raises(RuntimeError, match="inside another TinyJit's capture"):
+        outer(Tensor(x))                                   # outer records, inner would record too
+    f = TinyJit(lambda x: (x * 3).realize())
+    for step in range(4):
+        assert_close(f(Tensor(x + step)).numpy(), (x + step) * 3)

@@ -8,7 +8,7 @@ from enum import Enum, auto
 import math
 import weakref
 import numpy as np
-from tinygrad_core.dtype import DType, dtypes, INTS
+from tinygrad_core.dtype import DType, dtypes, INTS, f32_to_bf16, bf16_to_f32, truncate_value
 
 
 class Ops(Enum):
@@ -135,7 +135,6 @@ def cast_array(x: np.ndarray, dtype: DType) -> np.ndarray:
         if dtype == dtypes.bool:
             return x != 0
         if dtype == dtypes.bfloat16:
-            from tinygrad_core.dtype import f32_to_bf16, bf16_to_f32
             return bf16_to_f32(f32_to_bf16(x.astype(np.float32)))
         if x.dtype.kind == "f" and dtype in INTS:
             return np.trunc(np.where(np.isfinite(x), x, 0)).astype(np.float64).astype(dtype.np)
@@ -282,7 +281,6 @@ class UOp(metaclass=UOpMeta):
 
     @staticmethod
     def const(dtype: DType, value, device: str) -> UOp:
-        from tinygrad_core.dtype import truncate_value
         value = value if is_symbolic(value) else truncate_value(value, dtype)    # a symbolic size: its value, per run
         return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), value)
 

@@ -8,10 +8,12 @@ import functools
 import weakref
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.creation import random_offset_buffers
 from tinygrad_core.engine import realize
 from tinygrad_core.helpers import DEBUG, JIT
 from tinygrad_core.ops import Ops, UOp, is_symbolic
 from tinygrad_core.schedule import buffer_of, buffer_uop, realized
+from tinygrad_core.tensor import Tensor
 
 
 class JitError(RuntimeError):
@@ -22,7 +24,6 @@ def _key(value, inputs: list, values: dict):
     """A hashable stand-in for one argument (a call with another key captures again): tensors are collected into
     inputs, Variables lose their values, other values keep their type and exact value (2 and 2.0, or 0.0 and -0.0,
     compute differently)."""
-    from tinygrad_core.tensor import Tensor
     if isinstance(value, Tensor):
         inputs.append(value)
         return Tensor
@@ -41,7 +42,6 @@ def _key(value, inputs: list, values: dict):
 
 def _map_tensors(ret, fn):
     """ret (a tensor, or a list, tuple or dict of them, nested) with fn applied to each tensor in it."""
-    from tinygrad_core.tensor import Tensor
     if isinstance(ret, Tensor):
         return fn(ret)
     if isinstance(ret, dict):
@@ -112,7 +112,6 @@ class TinyJit:
         self.calls, self.captures = 0, {}
 
     def __call__(self, *args, **kwargs):
-        from tinygrad_core.tensor import Tensor
         if not JIT:                       # JIT=0: run the function as written, every call
             return self.fn(*args, **kwargs)
         inputs, values = [], {}         # values: of the Variables in the inputs' shapes, or passed bound
@@ -130,14 +129,11 @@ class TinyJit:
             return self._replay(capture, inputs, values)
         if self.calls == 1:
             ret = self.fn(*args, **kwargs)
-            if outs := _tensors_out(ret):
-                Tensor.realize_all(*outs)
+            Tensor.realize_all(*_tensors_out(ret))
             return ret
         return self._capture(signature, inputs, args, kwargs)
 
     def _capture(self, signature, inputs, args, kwargs):
-        from tinygrad_core.tensor import Tensor
-        from tinygrad_core.creation import random_offset_buffers
         # lazy tensors that exist before the call (a layer's weights that nothing has realized yet) get buffers
         # now: computed inside the recorded kernels instead, they would keep their first value however they change
         Tensor.realize_all(*[t for t in list(Tensor._live.values()) if buffer_of(t.uop) is None and t.numel() != 0 and
@@ -148,13 +144,9 @@ class TinyJit:
         # read it). Tensors keeping a graph for backward() keep it
         plain = [(t, t.uop) for t in list(Tensor._live.values()) if _leaf(t.uop) is not None]
         _renew(plain, {_leaf(view).arg[0] for _, view in plain}, {})
-        realize.capturing = recording = []
-        try:
+        with realize.recorder as recording:
             ret = self.fn(*args, **kwargs)
-            if outs := _tensors_out(ret):
-                Tensor.realize_all(*outs)
-        finally:
-            realize.capturing = None
+            Tensor.realize_all(*_tensors_out(ret))
         input_buffers = {buffer_of(t.uop): k for k, t in enumerate(inputs)}
         slots = [(i, j, input_buffers[b]) for i, (_, bufs, _) in enumerate(recording) for j, b in enumerate(bufs)
                  if b in input_buffers]
@@ -172,7 +164,6 @@ class TinyJit:
         return ret
 
     def _replay(self, capture: Capture, inputs, values: dict[str, int]):
-        from tinygrad_core.tensor import Tensor
         # an input the kernels write (an output fed back in) would be overwritten while it is read: use a copy
         new_buffers = [buffer_of((t.clone().realize() if buffer_of(t.uop) in capture.written else t).uop)
                        for t in inputs]

@@ -15,8 +15,27 @@ from tinygrad_core.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored, p
 from tinygrad_core.ops import Ops, UOp, GroupOp
 from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 
-# kernels run while a TinyJit is capturing are recorded here: (runner, buffers, variable values)
-capturing: list | None = None
+
+class Recorder:
+    """While entered (a TinyJit capturing), keeps each kernel run_schedule launches: (runner, buffers, var_vals)."""
+    kernels: list | None = None
+
+    def __enter__(self) -> list:
+        # one recording at a time: an inner capture would take the outer one's kernels, leaving its replay short
+        if self.kernels is not None:
+            raise RuntimeError("a TinyJit can't capture inside another TinyJit's capture: jit the outer function only")
+        self.kernels = []
+        return self.kernels
+
+    def __exit__(self, *exc):
+        self.kernels = None
+
+    def record(self, runner, bufs: list[Buffer], var_vals: dict):
+        if self.kernels is not None:
+            self.kernels.append((runner, bufs, var_vals))
+
+
+recorder = Recorder()       # TinyJit enters it around a capture
 
 
 def has_variables(ast: UOp) -> bool:
@@ -138,8 +157,7 @@ def run_schedule(schedule: list[ScheduleItem]):
         runner = runner_for(item)
         seconds = launch(runner, item.bufs, item.var_vals, wait=DEBUG >= 2)
         realized[item.node] = item.becomes
-        if capturing is not None:
-            capturing.append((runner, item.bufs, item.var_vals))
+        recorder.record(runner, item.bufs, item.var_vals)
         if DEBUG >= 2:
             GlobalCounters.time_sum_s += seconds or 0
             shape = "x".join(map(repr, item.node.shape)) or "scalar"

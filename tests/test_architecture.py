@@ -1,0 +1,282 @@
+"""Guards for the checklists in docs/ARCHITECTURE.md: an op added to `Ops` without its reference meaning, its gradient
+rule or its conformance cases, a fusion rule without a docstring, and an import that breaks the house (a cycle in the
+core, an arrow from the core to a backend, a backend reaching past the plugin API) each fail here, naming what is
+missing. Allowances are listed by name with the reason; a stale one fails too."""
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+
+import pytest
+
+from tinygrad_core import gradient, ops, schedule
+from tinygrad_core.conformance import test_4_ops as conformance_ops
+from tinygrad_core.ops import GroupOp, Ops
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORE = ROOT / "tinygrad_core"
+
+# ---------------------------------------------------------------------------------------------------------------
+# Adding an op
+# ---------------------------------------------------------------------------------------------------------------
+# Ops that never reach a backend, with what they become on the way (their meaning is that of the ops they become)
+LOWERED = {
+    Ops.BUFFER: "a realized buffer: a kernel input or output (DEFINE_GLOBAL)",
+    Ops.DEVICE: "names a device: the source of CONSTs, never computed",
+    Ops.CONST: "a kernel CONST (the tensor-level scalar, broadcast by movement ops)",
+    Ops.REDUCE_AXIS: "REDUCE in the kernel graph (codegen/lower.py)",
+    **{op: "index arithmetic on the loads below it (codegen/lower.py)" for op in GroupOp.MOVEMENT},
+    Ops.CONTIGUOUS: "a kernel root: a STORE into a buffer of its own (schedule.py)",
+    Ops.DETACH: "its source: it only stops gradients",
+    Ops.COPY: "a transfer between devices (a ScheduleItem of its own, no kernel)",
+    Ops.ASSIGN: "a kernel root storing into its target's buffer (the linearizer's accumulator ASSIGN is another op)",
+    Ops.CUSTOM: "its src[0]: a user Function only brings its own gradient rule",
+    Ops.GATHER: "a LOAD whose address is read from the index buffer (codegen/lower.py)",
+    Ops.BIND: "a DEFINE_VAR; the value goes to the launch (ScheduleItem.var_vals)",
+    Ops.SINK: "the kernel graph's root: the linearizer keeps the STOREs below it",
+    Ops.REDUCE: "an accumulator and a loop: DEFINE_ACC, RANGE ... ENDRANGE, ASSIGN (codegen/linearize.py)",
+}
+# Named gaps: elementwise ops whose meaning is written somewhere else than ops.py
+DEFINED_OUTSIDE_OPS = {
+    Ops.BITCAST: "numpy's view of the same bits: written only in the reference backend (Launch.bitcast) and in "
+                 "conformance/test_4_ops.py (reference_bitcast), not next to cast_array in ops.py",
+}
+# Tensor-graph ops whose value has no gradient
+NO_GRADIENT = {
+    **{op: "a comparison: its value is boolean" for op in GroupOp.COMPARISON},
+    **{op: "an integer or bit op: no derivative" for op in (Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL,
+                                                             Ops.SHR)},
+    Ops.TRUNC: "zero almost everywhere",
+    Ops.BITCAST: "reinterprets bits: no derivative",
+    Ops.BUFFER: "a leaf: gradients stop at the tensors that require them",
+    Ops.CONST: "a constant",
+    Ops.DEVICE: "not a value",
+    Ops.DETACH: "stops gradients by definition",
+    Ops.ASSIGN: "a write: gradients don't flow through it",
+    Ops.GATHER: "built only by indexing.py's _Gather, a Function: the CUSTOM above it carries the gradient rule",
+    Ops.BIND: "an integer Variable",
+}
+KERNEL_ONLY = {Ops.SINK, Ops.REDUCE}   # in LOWERED, but never in a tensor graph (so never differentiated)
+
+
+def reference_backend_ops() -> dict:
+    """The kernel ops the reference backend executes (its op table), the executable definition of each."""
+    backend = pytest.importorskip("tinygrad_python.backend", reason="the reference backend (plugins/tinygrad_python)")
+    return next(c.OPS for c in vars(backend).values() if isinstance(c, type) and isinstance(vars(c).get("OPS"), dict))
+
+
+def test_every_alu_op_has_a_reference_entry():
+    missing = sorted(op.name for op in GroupOp.ALU if op not in ops.REFERENCE)
+    assert not missing, f"ALU ops without an entry in ops.REFERENCE (what exactly they compute): {missing}"
+    extra = sorted(op.name for op in set(ops.REFERENCE) - GroupOp.ALU)
+    assert not extra, f"ops.REFERENCE entries for ops that aren't ALU ops: {extra}"
+
+
+def test_every_op_has_a_meaning():
+    executed = reference_backend_ops()
+    defined = set(ops.REFERENCE) | {Ops.CAST} | set(DEFINED_OUTSIDE_OPS)     # CAST: ops.cast_array
+    missing = sorted(op.name for op in Ops if op not in defined and op not in executed and op not in LOWERED)
+    assert not missing, (f"ops with no written meaning: {missing}. An ALU op needs an ops.REFERENCE entry; a kernel op "
+                         f"a method in the reference backend's Launch.OPS (and a row in docs/PLUGINS.md's op "
+                         f"table); a graph op that never reaches a backend an entry in LOWERED here, saying what it "
+                         f"becomes")
+    unlowered = sorted(op.name for op in GroupOp.ELEMENTWISE if op in LOWERED)
+    assert not unlowered, f"elementwise ops listed as LOWERED, but they reach every backend: {unlowered}"
+    stale = sorted(op.name for op in DEFINED_OUTSIDE_OPS if op in ops.REFERENCE)
+    assert not stale, f"DEFINED_OUTSIDE_OPS lists ops that ops.REFERENCE defines now: {stale}"
+
+
+def test_every_kernel_op_is_in_the_plugin_guide():
+    guide = (ROOT / "docs" / "PLUGINS.md").read_text()
+    missing = sorted(op.name for op in reference_backend_ops() if f"`{op.name}" not in guide and f" {op.name} " not in
+                     guide)
+    assert not missing, f"kernel ops a renderer receives but docs/PLUGINS.md's op table doesn't describe: {missing}"
+
+
+def test_every_differentiable_op_has_a_gradient_rule():
+    tensor_ops = (GroupOp.ELEMENTWISE | set(LOWERED)) - KERNEL_ONLY
+    missing = sorted(op.name for op in tensor_ops if op not in gradient.GRADIENTS and op not in NO_GRADIENT)
+    assert not missing, (f"tensor-graph ops with neither a rule in gradient.GRADIENTS nor an entry in NO_GRADIENT here "
+                         f"(with the reason): {missing}")
+    both = sorted(op.name for op in NO_GRADIENT if op in gradient.GRADIENTS)
+    assert not both, f"NO_GRADIENT lists ops that gradient.GRADIENTS has a rule for now: {both}"
+    stray = sorted(op.name for op in gradient.GRADIENTS if op not in tensor_ops)
+    assert not stray, f"gradient rules for ops that never appear in a tensor graph: {stray}"
+
+
+def test_every_elementwise_op_has_conformance_cases():
+    alu_cases = {p.values[0] for p in conformance_ops.ALU_CASES}
+    missing = sorted(op.name for op in GroupOp.ALU if op not in alu_cases)
+    assert not missing, f"ALU ops with no case in conformance/test_4_ops.py (a row in OP_DTYPES): {missing}"
+    conversions = {Ops.CAST: conformance_ops.CAST_CASES, Ops.BITCAST: conformance_ops.BITCAST_CASES}
+    assert set(conversions) == GroupOp.ELEMENTWISE - GroupOp.ALU, "a new conversion op needs conformance cases"
+    assert all(conversions.values()), "CAST and BITCAST each need conformance cases"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Adding a fusion rule (tests/test_schedule.py's test_every_cut_rule_is_tested_here checks each has a test there)
+# ---------------------------------------------------------------------------------------------------------------
+CUT_RULE_PARAMETERS = {"NODE_CUTS": ["u"], "WALK_CUTS": ["plan", "root", "u", "repeated", "in_reduce"],
+                       "KERNEL_CUTS": ["root"]}
+
+
+@pytest.mark.parametrize("kind", sorted(CUT_RULE_PARAMETERS))
+def test_every_cut_rule_has_a_docstring_and_the_list_signature(kind):
+    rules = getattr(schedule, kind)
+    undocumented = [rule.__name__ for rule in rules if not (rule.__doc__ or "").strip()]
+    assert not undocumented, f"cut rules in schedule.{kind} without a docstring saying what they cut and why: " \
+                             f"{undocumented}"
+    wrong = {rule.__name__: list(inspect.signature(rule).parameters) for rule in rules
+             if list(inspect.signature(rule).parameters) != CUT_RULE_PARAMETERS[kind]}
+    assert not wrong, f"rules in schedule.{kind} are called with {CUT_RULE_PARAMETERS[kind]}; these take {wrong}"
+
+
+def test_every_cut_rule_is_in_the_tour():
+    tour = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    rules = schedule.NODE_CUTS + schedule.WALK_CUTS + schedule.KERNEL_CUTS
+    missing = [rule.__name__ for rule in rules if f"`{rule.__name__}`" not in tour]
+    assert not missing, f"cut rules docs/ARCHITECTURE.md's schedule.py section doesn't name: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The house drawn from the imports
+# ---------------------------------------------------------------------------------------------------------------
+BACKENDS = {"tinygrad_cpu": ROOT / "tinygrad_cpu", "tinygrad_opencl": ROOT / "tinygrad_opencl",
+            "tinygrad_cuda": ROOT / "tinygrad_cuda", "tinygrad_python": ROOT / "plugins" / "tinygrad_python" /
+            "tinygrad_python"}
+# what docs/PLUGINS.md documents as the API a backend builds on (a module and the modules under it)
+PLUGIN_API = ("tinygrad_core.plugins", "tinygrad_core.device", "tinygrad_core.dtype", "tinygrad_core.ops",
+              "tinygrad_core.renderer")
+# Named gaps: a backend module's imports of the core past the plugin API
+BEYOND_API = {
+    ("tinygrad_cpu.runtime", "tinygrad_core.helpers"): "getenv (LRU=0, the thread count): helpers is not documented",
+    ("tinygrad_opencl.runtime", "tinygrad_core.helpers"): "prod: helpers is not documented",
+    ("tinygrad_cuda.runtime", "tinygrad_core.helpers"): "prod: helpers is not documented",
+    ("tinygrad_cuda.compile_check", "tinygrad_core.codegen.opts"):
+        "a pytest plugin that lowers every kernel of a test session for CUDA: a tool, not the backend",
+    ("tinygrad_cuda.compile_check", "tinygrad_core.engine.realize"): "the same tool: it wraps the runner build",
+}
+
+
+def module_name(path: pathlib.Path, root: pathlib.Path, package: str) -> str:
+    parts = [package, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(root: pathlib.Path, package: str, tests: bool = True) -> dict[str, pathlib.Path]:
+    return {module_name(p, root, package): p for p in sorted(root.rglob("*.py")) if tests or "tests" not in p.parts}
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    return isinstance(node.test, (ast.Name, ast.Attribute)) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+
+
+def imports(path: pathlib.Path, known: set[str]) -> tuple[set[str], set[str]]:
+    """(the modules imported when path is imported, the modules imported later, inside functions). `from a import b`
+    is an import of a.b when that is a module in known; `if TYPE_CHECKING:` imports are neither."""
+    top, deferred = set(), set()
+
+    def visit(node, inside_function):
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module for a in node.names]
+            (deferred if inside_function else top).update(names)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    visit(ast.parse(path.read_text()), False)
+    return top, deferred
+
+
+CORE_MODULES = modules(CORE, "tinygrad_core")
+CORE_IMPORTS = {name: imports(path, set(CORE_MODULES)) for name, path in CORE_MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or around a loop (Tarjan's algorithm)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def connect(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = [stack.pop()]
+            while group[-1] != v:
+                group.append(stack.pop())
+            on_stack.difference_update(group)
+            if len(group) > 1:
+                groups.append(sorted(group))
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return groups
+
+
+def core_graph(deferred: bool) -> dict[str, set[str]]:
+    return {m: {i for i in top | (late if deferred else set()) if i in CORE_MODULES and i != m}
+            for m, (top, late) in CORE_IMPORTS.items()}
+
+
+def test_no_import_cycle_in_the_core():
+    cycles = _cycles(core_graph(deferred=False))
+    assert not cycles, f"module-level import cycles in tinygrad_core (each group imports itself back): {cycles}"
+
+
+# Named gaps: imports made inside functions because at module level they would close a cycle. Each should go (a mixin
+# declaring the few primitives it needs, as tinygrad's mixins do, instead of importing Tensor back)
+CYCLES_DEFERRED = {
+    ("tinygrad_core.creation", "tinygrad_core.tensor"): "the creation mixin builds Tensors; tensor.py imports it",
+    ("tinygrad_core.indexing", "tinygrad_core.tensor"): "the indexing mixin builds Tensors; tensor.py imports it",
+    ("tinygrad_core.nn_ops", "tinygrad_core.tensor"): "the nn mixin builds Tensors; tensor.py imports it",
+    ("tinygrad_core.gradient", "tinygrad_core.tensor"): "a Function's backward is in Tensors; tensor.py imports it",
+    ("tinygrad_core.debug", "tinygrad_core.tensor"): "gradcheck builds Tensors; tensor.py imports debug (graph dumps)",
+    ("tinygrad_core.tensor", "tinygrad_core.debug"): "the other half of the debug <-> tensor pair",
+    ("tinygrad_core.ops", "tinygrad_core.codegen.symbolic"): "the index-expression simplifier builds on ops.py's UOp",
+}
+
+
+def test_deferred_imports_close_only_the_named_cycles():
+    groups = {m: set(group) for group in _cycles(core_graph(deferred=True)) for m in group}
+    closing = {(m, i) for m, (top, late) in CORE_IMPORTS.items() for i in late - top if i in groups.get(m, ())}
+    new = sorted(closing - set(CYCLES_DEFERRED))
+    assert not new, f"imports inside functions that avoid an import cycle (the lower module must not need the " \
+                    f"higher one): {new}"
+    gone = sorted(set(CYCLES_DEFERRED) - closing)
+    assert not gone, f"CYCLES_DEFERRED lists cycles that are gone now (delete them there): {gone}"
+
+
+def test_the_core_never_imports_a_backend():
+    arrows = sorted((m, i) for m, (top, late) in CORE_IMPORTS.items() for i in top | late
+                    if i.split(".")[0] in BACKENDS)
+    assert not arrows, f"the core imports backends by name (it must find them through entry points only): {arrows}"
+
+
+def _api(name: str) -> bool:
+    return any(name == api or name.startswith(api + ".") for api in PLUGIN_API)
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_backends_import_only_the_plugin_api(backend):
+    if not BACKENDS[backend].is_dir():
+        pytest.skip(f"{backend} is not in this checkout")
+    found = {(m, i) for m, path in modules(BACKENDS[backend], backend, tests=False).items()
+             for i in set.union(*imports(path, set(CORE_MODULES))) if i.split(".")[0] == "tinygrad_core"}
+    beyond = sorted(arrow for arrow in found if not _api(arrow[1]) and arrow not in BEYOND_API)
+    assert not beyond, f"{backend} imports parts of the core that docs/PLUGINS.md doesn't document as API: {beyond}"
+    stale = sorted(a for a in BEYOND_API if a[0].split(".")[0] == backend and a not in found)
+    assert not stale, f"BEYOND_API allows imports {backend} no longer makes: {stale}"
+
+
+def test_the_plugin_api_is_the_documented_one():
+    guide = (ROOT / "docs" / "PLUGINS.md").read_text()
+    undocumented = [m for m in PLUGIN_API if m not in guide and m.replace(".", "/") not in guide]
+    assert not undocumented, f"PLUGIN_API names modules docs/PLUGINS.md doesn't document: {undocumented}"
