@@ -147,12 +147,9 @@ BACKENDS = {"tinygrad_cpu": ROOT / "tinygrad_cpu", "tinygrad_opencl": ROOT / "ti
             "tinygrad_python"}
 # what docs/PLUGINS.md documents as the API a backend builds on (a module and the modules under it)
 PLUGIN_API = ("tinygrad_core.plugins", "tinygrad_core.device", "tinygrad_core.dtype", "tinygrad_core.ops",
-              "tinygrad_core.renderer")
+              "tinygrad_core.renderer", "tinygrad_core.helpers")
 # Named gaps: a backend module's imports of the core past the plugin API
 BEYOND_API = {
-    ("tinygrad_cpu.runtime", "tinygrad_core.helpers"): "getenv (LRU=0, the thread count): helpers is not documented",
-    ("tinygrad_opencl.runtime", "tinygrad_core.helpers"): "prod: helpers is not documented",
-    ("tinygrad_cuda.runtime", "tinygrad_core.helpers"): "prod: helpers is not documented",
     ("tinygrad_cuda.compile_check", "tinygrad_core.codegen.opts"):
         "a pytest plugin that lowers every kernel of a test session for CUDA: a tool, not the backend",
     ("tinygrad_cuda.compile_check", "tinygrad_core.engine.realize"): "the same tool: it wraps the runner build",
