@@ -47,7 +47,6 @@ NO_GRADIENT = {
     **{op: "a comparison: its value is boolean" for op in GroupOp.COMPARISON},
     **{op: "an integer or bit op: no derivative" for op in (Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL,
                                                              Ops.SHR)},
-    Ops.TRUNC: "zero almost everywhere",
     Ops.BITCAST: "reinterprets bits: no derivative",
     Ops.BUFFER: "a leaf: gradients stop at the tensors that require them",
     Ops.CONST: "a constant",

@@ -354,3 +354,14 @@ def test_equal_lazy_constants_keep_their_gradients_apart():
     c = Tensor(2.0)                       # didn't ask for a gradient: not given the 2.0's below
     (Tensor([5.]) * 2.0).sum().backward()
     assert c.grad is None
+
+
+def test_maximum_and_floor_gradients_at_nan_and_inf_are_pytorchs():
+    # a NaN in maximum passes the gradient whole to both sides (half went nowhere); floor's zero gradient meets
+    # 0 * inf = NaN below it, as in PyTorch (the path was dropped: 0)
+    a, b = Tensor([1., 2., math.nan], requires_grad=True), Tensor([1., 3., 1.], requires_grad=True)
+    a.maximum(b).sum().backward()
+    assert a.grad.tolist() == [0.5, 0., 1.] and b.grad.tolist() == [0.5, 1., 1.]
+    x = Tensor([math.inf, 2.5], requires_grad=True)
+    x.square().floor().sum().backward()
+    assert math.isnan(x.grad.tolist()[0]) and x.grad.tolist()[1] == 0

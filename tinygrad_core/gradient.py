@@ -37,8 +37,8 @@ def _sum_out(g: UOp, axes) -> UOp:
 
 
 def _max_grad(g: UOp, a: UOp, b: UOp) -> tuple:
-    to_a = a.lt(b).where(0.0, a.ne(b).where(1.0, 0.5)).cast(g.dtype)   # ties share the gradient
-    return g * to_a, g * (1 - to_a)
+    share = a.ne(b).where(1.0, 0.5)      # as PyTorch: ties share the gradient; a NaN passes it whole to both sides
+    return g * a.lt(b).where(0.0, share).cast(g.dtype), g * b.lt(a).where(0.0, share).cast(g.dtype)
 
 
 def _inverse(order) -> tuple:
@@ -53,6 +53,7 @@ GRADIENTS = {
     Ops.RECIP: lambda g, out, a: (-g * out * out,),
     Ops.SQRT: lambda g, out, a: (g / (out * 2),),
     Ops.EXP2: lambda g, out, a: (g * out * math.log(2),),
+    Ops.TRUNC: lambda g, out, a: (g.const_like(0),),    # zero, as PyTorch: below it, 0 * inf is still NaN
     Ops.LOG2: lambda g, out, a: (g / (a * math.log(2)),),
     Ops.SIN: lambda g, out, a: (g * cos_uop(a),),
     Ops.MAX: lambda g, out, a, b: _max_grad(g, a, b),
@@ -70,7 +71,7 @@ GRADIENTS = {
     Ops.COPY: lambda g, out, a: (UOp(Ops.COPY, g.dtype, (g,), a.device),),
     Ops.CUSTOM: lambda g, out, *srcs: out.arg._backward_uops(g),
 }
-# ops with no gradient: comparisons, integer ops, bit ops, TRUNC (zero almost everywhere), DETACH, ASSIGN, ...
+# ops with no gradient: comparisons, integer ops, bit ops, DETACH, ASSIGN, ...
 
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
