@@ -365,3 +365,11 @@ def test_maximum_and_floor_gradients_at_nan_and_inf_are_pytorchs():
     x = Tensor([math.inf, 2.5], requires_grad=True)
     x.square().floor().sum().backward()
     assert math.isnan(x.grad.tolist()[0]) and x.grad.tolist()[1] == 0
+
+
+def test_maximum_gives_the_smaller_side_zero_even_below_a_nan():
+    # the smaller side got 0 * g: a NaN gradient from above (0 / 0) reached it as NaN, PyTorch gives 0
+    v0, v1 = Tensor([[0.0]], requires_grad=True), Tensor(-2.976, requires_grad=True)
+    v2 = v0.maximum(v1)
+    (v2 / v2).sum().backward()
+    assert math.isnan(v0.grad.item()) and v1.grad.item() == 0.0

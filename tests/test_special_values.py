@@ -350,3 +350,10 @@ def test_half_mean_of_large_values_is_not_inf():
     # the float32 sum was rounded to half (inf) before the division
     x = Tensor([65504., 65504.], dtype=dtypes.float16)
     assert x.mean().dtype == dtypes.float16 and x.mean().item() == 65504.
+
+
+def test_tanh_of_tiny_values_is_the_value():
+    # 2 * sigmoid(2x) - 1 rounded every |x| below ~3e-8 to 0 (so sqrt(tanh(-1e-40)) was 0, torch NaN)
+    for x in (1e-10, -1e-40, 5e-5):
+        assert Tensor([x]).tanh().item() == pytest.approx(float(torch.tanh(torch.tensor([x]))), rel=1e-6)
+    assert math.isnan(Tensor([-1e-40]).tanh().sqrt().item())

@@ -148,7 +148,8 @@ class ElementwiseOps:
                              derivative=lambda x: x.sigmoid() * (1 - x.sigmoid()))
 
     def tanh(self) -> Tensor:
-        return 2.0 * (2.0 * self).sigmoid() - 1.0
+        # tanh(x) is x to the last digit for |x| < 1e-4, where 2 * sigmoid(2x) - 1 loses it all (tanh(1e-10) was 0)
+        return (self.abs() < 1e-4).where(self, 2.0 * (2.0 * self).sigmoid() - 1.0)
 
     def leakyrelu(self, neg_slope: float = 0.01) -> Tensor:
         return (self > 0).where(self, self * neg_slope)

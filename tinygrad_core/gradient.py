@@ -37,8 +37,10 @@ def _sum_out(g: UOp, axes) -> UOp:
 
 
 def _max_grad(g: UOp, a: UOp, b: UOp) -> tuple:
-    share = a.ne(b).where(1.0, 0.5)      # as PyTorch: ties share the gradient; a NaN passes it whole to both sides
-    return g * a.lt(b).where(0.0, share).cast(g.dtype), g * b.lt(a).where(0.0, share).cast(g.dtype)
+    # as PyTorch: ties share the gradient, a NaN passes it whole to both sides, and the smaller side gets 0 (not 0 * g:
+    # a NaN or inf arriving from above stays on the side that was chosen)
+    shared = g * a.ne(b).where(1.0, 0.5).cast(g.dtype)
+    return a.lt(b).where(0.0, shared), b.lt(a).where(0.0, shared)
 
 
 def _inverse(order) -> tuple:
