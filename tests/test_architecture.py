@@ -30,17 +30,13 @@ LOWERED = {
     Ops.CONTIGUOUS: "a kernel root: a STORE into a buffer of its own (schedule.py)",
     Ops.DETACH: "its source: it only stops gradients",
     Ops.COPY: "a transfer between devices (a ScheduleItem of its own, no kernel)",
-    Ops.ASSIGN: "a kernel root storing into its target's buffer (the linearizer's accumulator ASSIGN is another op)",
+    Ops.ASSIGN: "a kernel root storing into its target's buffer (schedule.py)",
     Ops.CUSTOM: "its src[0]: a user Function only brings its own gradient rule",
     Ops.GATHER: "a LOAD whose address is read from the index buffer (codegen/lower.py)",
     Ops.BIND: "a DEFINE_VAR; the value goes to the launch (ScheduleItem.var_vals)",
     Ops.SINK: "the kernel graph's root: the linearizer keeps the STOREs below it",
-    Ops.REDUCE: "an accumulator and a loop: DEFINE_ACC, RANGE ... ENDRANGE, ASSIGN (codegen/linearize.py)",
-}
-# Named gaps: elementwise ops whose meaning is written somewhere else than ops.py
-DEFINED_OUTSIDE_OPS = {
-    Ops.BITCAST: "numpy's view of the same bits: written only in the reference backend (Launch.bitcast) and in "
-                 "conformance/test_4_ops.py (reference_bitcast), not next to cast_array in ops.py",
+    Ops.INPUT: "a kernel AST's whole-buffer read: LOADs at the indices codegen/lower.py computes",
+    Ops.REDUCE: "an accumulator and a loop: DEFINE_ACC, RANGE, UPDATE_ACC, ENDRANGE (codegen/linearize.py)",
 }
 # Tensor-graph ops whose value has no gradient
 NO_GRADIENT = {
@@ -56,7 +52,7 @@ NO_GRADIENT = {
     Ops.GATHER: "built only by indexing.py's _Gather, a Function: the CUSTOM above it carries the gradient rule",
     Ops.BIND: "an integer Variable",
 }
-KERNEL_ONLY = {Ops.SINK, Ops.REDUCE}   # in LOWERED, but never in a tensor graph (so never differentiated)
+KERNEL_ONLY = {Ops.SINK, Ops.REDUCE, Ops.INPUT}   # in LOWERED, but never in a tensor graph (so never differentiated)
 
 
 def reference_backend_ops() -> dict:
@@ -74,7 +70,7 @@ def test_every_alu_op_has_a_reference_entry():
 
 def test_every_op_has_a_meaning():
     executed = reference_backend_ops()
-    defined = set(ops.REFERENCE) | {Ops.CAST} | set(DEFINED_OUTSIDE_OPS)     # CAST: ops.cast_array
+    defined = set(ops.REFERENCE) | {Ops.CAST, Ops.BITCAST}     # ops.cast_array, ops.bitcast_array
     missing = sorted(op.name for op in Ops if op not in defined and op not in executed and op not in LOWERED)
     assert not missing, (f"ops with no written meaning: {missing}. An ALU op needs an ops.REFERENCE entry; a kernel op "
                          f"a method in the reference backend's Launch.OPS (and a row in docs/PLUGINS.md's op "
@@ -82,8 +78,6 @@ def test_every_op_has_a_meaning():
                          f"becomes")
     unlowered = sorted(op.name for op in GroupOp.ELEMENTWISE if op in LOWERED)
     assert not unlowered, f"elementwise ops listed as LOWERED, but they reach every backend: {unlowered}"
-    stale = sorted(op.name for op in DEFINED_OUTSIDE_OPS if op in ops.REFERENCE)
-    assert not stale, f"DEFINED_OUTSIDE_OPS lists ops that ops.REFERENCE defines now: {stale}"
 
 
 def test_every_kernel_op_is_in_the_plugin_guide():
@@ -230,12 +224,6 @@ def test_no_import_cycle_in_the_core():
 # Named gaps: imports made inside functions because at module level they would close a cycle. Each should go (a mixin
 # declaring the few primitives it needs, as tinygrad's mixins do, instead of importing Tensor back)
 CYCLES_DEFERRED = {
-    ("tinygrad_core.creation", "tinygrad_core.tensor"): "the creation mixin builds Tensors; tensor.py imports it",
-    ("tinygrad_core.indexing", "tinygrad_core.tensor"): "the indexing mixin builds Tensors; tensor.py imports it",
-    ("tinygrad_core.nn_ops", "tinygrad_core.tensor"): "the nn mixin builds Tensors; tensor.py imports it",
-    ("tinygrad_core.gradient", "tinygrad_core.tensor"): "a Function's backward is in Tensors; tensor.py imports it",
-    ("tinygrad_core.debug", "tinygrad_core.tensor"): "gradcheck builds Tensors; tensor.py imports debug (graph dumps)",
-    ("tinygrad_core.tensor", "tinygrad_core.debug"): "the other half of the debug <-> tensor pair",
     ("tinygrad_core.ops", "tinygrad_core.codegen.symbolic"): "the index-expression simplifier builds on ops.py's UOp",
 }
 

@@ -12,7 +12,7 @@ BIG = 2 ** 31 + 64
 
 
 def add_ast(size: int, dtype=dtypes.uint8) -> UOp:
-    loads = tuple(UOp(Ops.LOAD, dtype, (UOp(Ops.DEFINE_GLOBAL, dtype, (), i + 1),), size) for i in range(2))
+    loads = tuple(UOp(Ops.INPUT, dtype, (UOp(Ops.DEFINE_GLOBAL, dtype, (), i + 1),), size) for i in range(2))
     store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, dtype, (), 0), UOp(Ops.ADD, dtype, loads)))
     return UOp(Ops.SINK, dtypes.void, (store,))
 

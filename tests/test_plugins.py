@@ -27,7 +27,7 @@ FIXTURES = {  # distribution -> (module name, entry point name, source)
     "tinygrad-oldapi": ("oldapi_plugin", "oldapi", plugin("""
 @hookimpl
 def tinygrad_core_register_backends(register):
-    register(BackendSpec(name="OLDAPI", load=load, api_version=(2, 0)))
+    register(BackendSpec(name="OLDAPI", load=load, api_version=(3, 0)))
 """)),
     "tinygrad-noprobe": ("noprobe_plugin", "noprobe", plugin("""
 @hookimpl
@@ -85,7 +85,7 @@ def test_import_failure_is_listed_as_broken(backends_rows):
 
 def test_incompatible_api_is_listed_as_broken(backends_rows):
     (row,) = backends_rows["OLDAPI"]
-    assert "broken" in row and "incompatible backend API (2, 0)" in row
+    assert "broken" in row and "incompatible backend API (3, 0)" in row
 
 
 def test_failing_hook_is_listed_as_broken(backends_rows):
@@ -136,7 +136,7 @@ for device in ("PYTHON", "TWIN", None):
 
 @pytest.mark.parametrize("name, reason", [
     ("BADIMPORT", "this plugin is broken on purpose"),
-    ("oldapi", "incompatible backend API (2, 0)"),
+    ("oldapi", "incompatible backend API (3, 0)"),
     ("NoProbe", "no ACME accelerator found"),
     ("BADHOOK", "the hook itself fails"),
 ])
@@ -224,7 +224,7 @@ def test_environment_variable_can_pick_over_a_first_party(monkeypatch):
     assert registry.all()[1].reason == "name clash: CPU is held by tinygrad-mine"
 
 
-@pytest.mark.parametrize("unusable", [{"probe": lambda: "no ACME card"}, {"api_version": (2, 0)}])
+@pytest.mark.parametrize("unusable", [{"probe": lambda: "no ACME card"}, {"api_version": (3, 0)}])
 def test_a_clash_never_makes_a_working_backend_unavailable(unusable):
     registry = fresh_registry((claim("TWIN", **unusable), "tinygrad-alpha"), (claim("TWIN"), "tinygrad-beta"))
     holder, loser = registry.all()

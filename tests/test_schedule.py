@@ -6,7 +6,7 @@ import pytest
 from helpers import assert_close, rand_array
 
 from tinygrad_core import Context, Device, GlobalCounters, Tensor, dtypes, schedule
-from tinygrad_core.helpers import DEBUG, getenv
+from tinygrad_core.helpers import DEBUG, getenv, prod
 from tinygrad_core.ops import Ops
 
 
@@ -309,6 +309,21 @@ def test_cut_costly_work_read_by_two_kernels():
     assert cut is costly.uop and set(rest) == {by_rows.uop, by_columns.uop}
     cheap = tx * 2
     assert len(roots_of(cheap.sum(1), cheap.sum(0))) == 2     # cheap work is computed by both
+
+
+def test_cut_costly_work_read_by_two_kernels_not_inside_a_reduce_cut_since():
+    # the seed CNN's fc1 (pool -> flatten -> linear, its output read by the relu and by the relu's gradient): the first
+    # kernel fused the matmul and saw its product, the second cut the matmul into a kernel of its own, whose walk then
+    # took the product it had itself to compute for one "read by two kernels" and wrote it out (batch 64: 2.1 GB)
+    (x, w, b), (tx, tw, tb) = realized_inputs((2, 4, 8, 8), (64, 16), (16,))
+    z = tx.avg_pool2d(2).reshape(2, 64).linear(tw, tb)
+    relu, doubled = z.relu(), z * 2
+    roots = roots_of(relu, doubled)                    # the pool, the matmul, its two readers: nothing larger
+    assert len(roots) == 4 and max(prod(r.shape) for r in roots) == 2 * 4 * 4 * 4, [r.shape for r in roots]
+    assert len(roots_of(relu)) == 2                     # read by one kernel: the matmul fuses with its epilogue
+    expected = x.reshape(2, 4, 4, 2, 4, 2).mean((3, 5)).reshape(2, 64) @ w + b
+    assert_close(relu.numpy(), np.maximum(expected, 0), rtol=1e-4, atol=1e-5)
+    assert_close(doubled.numpy(), expected * 2, rtol=1e-4, atol=1e-5)
 
 
 def test_cut_assign_reading_other_elements():

@@ -357,3 +357,71 @@ def test_tanh_of_tiny_values_is_the_value():
     for x in (1e-10, -1e-40, 5e-5):
         assert Tensor([x]).tanh().item() == pytest.approx(float(torch.tanh(torch.tensor([x]))), rel=1e-6)
     assert math.isnan(Tensor([-1e-40]).tanh().sqrt().item())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_float_remainder_is_exact_past_the_quotients_precision(dtype):
+    # a - trunc(a / b) * b rounded the quotient: 1e18 % 3 was -6.9e10 (torch 1), 3.4e38 % 1e-45 NaN
+    tdt, info = getattr(torch, dtype), torch.finfo(getattr(torch, dtype))
+    values = [1e18, 3.0, 0.1, 7.5, 1e-3, 1e4, info.max, info.tiny, info.tiny * info.eps, 0.0, inf, nan]
+    values = torch.tensor(values + [-v for v in values], dtype=torch.float64).to(tdt).tolist()
+    a, b = np.meshgrid(values, values, indexing="ij")
+    fmod = np.array([math.fmod(x, y) if math.isfinite(x) and y != 0 else nan for x, y in zip(a.flat, b.flat)])
+    remainder = np.where((fmod != 0) & ((fmod < 0) != (b.flat < 0)), fmod + b.flat, fmod)   # torch's sign rule
+    x, y = Tensor(a, dtype=dtypes.float64).cast(getattr(dtypes, dtype)), Tensor(b, dtype=dtypes.float64).cast(
+        getattr(dtypes, dtype))
+    for ours, exact in ((x.fmod(y), fmod), (x % y, remainder)):
+        got = ours.cast(dtypes.float64).numpy().reshape(-1)
+        expected = torch.tensor(exact).to(tdt).double().numpy()      # (r + b rounds to the dtype, as torch's does)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(np.signbit(got) | np.isnan(got), np.signbit(expected) | np.isnan(expected))
+    assert (Tensor([1e18]) % 3).item() == 1.0
+
+
+def test_remainder_gradient_is_torchs():
+    a, b = [5.5, -7.5, 1e18, 3.0], [2.0, 2.0, 3.0, -2.0]
+    for op in (lambda x, y: x % y, lambda x, y: x.fmod(y)):
+        x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+        op(x, y).sum().backward()
+        tx, ty = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        op(tx, ty).sum().backward()
+        same(x.grad, tx.grad)
+        same(y.grad, ty.grad)
+
+
+def test_tanh_near_zero_keeps_its_relative_accuracy():
+    # 2 sigmoid(2x) - 1 cancelled: tanh(2e-4) was 1.7e-4 off relative, half tanh(1e-3) 2.4%
+    xs = np.geomspace(1e-6, 3, 300)
+    for dtype, rtol in ((dtypes.float32, 3e-7), (dtypes.float64, 1e-15), (dtypes.float16, 0)):
+        x = Tensor(np.concatenate([xs, -xs]), dtype=dtypes.float64).cast(dtype)
+        expected = np.tanh(x.cast(dtypes.float64).numpy())
+        if dtype == dtypes.float16:
+            expected = np.tanh(x.cast(dtypes.float64).numpy().astype(np.float16).astype(np.float32)).astype(np.float16)
+        got = x.tanh().cast(dtypes.float64).numpy()
+        np.testing.assert_allclose(got, expected.astype(np.float64), rtol=rtol or 1e-3, atol=0)
+
+
+def test_float64_erf_is_float64_accurate():
+    # erf in float64 was the float32 fit (erf(-1) was -0.84270069, torch -0.84270079)
+    x = np.concatenate([np.linspace(-7, 7, 1401), np.geomspace(1e-300, 1, 50)])
+    np.testing.assert_allclose(Tensor(x, dtype=dtypes.float64).erf().numpy(), torch.erf(torch.tensor(x)).numpy(),
+                               rtol=1e-14, atol=5e-15)
+
+
+def test_exp_is_within_two_ulps():
+    # 2^(x / ln 2) rounded x / ln 2 first: e^8.06 was 5 ulps off (sin(e^x)'s gradient 1% off), e^88 ~40
+    for dtype, npd, lim in ((dtypes.float32, np.float32, 88), (dtypes.float64, np.float64, 709)):
+        x = np.linspace(-lim, lim, 4001).astype(npd)
+        exact = np.exp(x.astype(np.float64)) if npd == np.float32 else np.exp(x)
+        ulps = np.abs(Tensor(x, dtype=dtype).exp().numpy().astype(np.float64) - exact) / np.spacing(exact.astype(npd))
+        assert ulps.max() <= 2, (dtype, x[ulps.argmax()], ulps.max())
+
+
+def test_a_constant_rows_mean_is_its_value():
+    # sum * (1 / n) rounded differently from PyTorch's sum / n, and the FMA fused into x - sum * (1 / n) left 3e-8:
+    # layernorm of [-1, -1, -1] was 9.4e-6 (torch 0)
+    for value in (-1.0, 0.1, 3.7, -1e-3):
+        x = Tensor(np.full((4, 3), value, np.float32))
+        assert not (x - x.mean(-1, keepdim=True)).numpy().any()
+        assert not x.layernorm().numpy().any()
+    assert Tensor([inf, 1.0]).mean().item() == inf and math.isnan(Tensor([inf, -inf]).mean().item())

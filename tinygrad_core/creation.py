@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes, to_dtype
-from tinygrad_core.helpers import argfix, prod
+from tinygrad_core.helpers import argfix, fetch, prod
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.ops import UOp, is_symbolic
 from tinygrad_core.schedule import buffer_uop, buffer_of
@@ -93,24 +93,21 @@ class CreationOps:
         return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
             kwargs.get("requires_grad"))
 
-    @staticmethod
-    def from_blob(ptr: int, shape, dtype=None, device=None, **kwargs) -> Tensor:
+    @classmethod
+    def from_blob(cls, ptr: int, shape, dtype=None, device=None, **kwargs) -> Tensor:
         """A tensor holding a copy of the host memory at address ptr (tinygrad's shares it; here it is copied)."""
         dtype = to_dtype(dtype or dtypes.default_float)
         count = prod(_checked_shape(argfix(shape)))
         raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
         host = np.frombuffer(raw, dtype=np.uint16 if dtype == dtypes.bfloat16 else dtype.np).reshape(shape).copy()
-        from tinygrad_core.tensor import Tensor
-        out = Tensor(host, device=device)
+        out = cls(host, device=device)
         return (out.bitcast(dtype) if dtype == dtypes.bfloat16 else out).requires_grad_(kwargs.get("requires_grad"))
 
-    @staticmethod
-    def from_url(url: str, gunzip: bool = False, **kwargs) -> Tensor:
+    @classmethod
+    def from_url(cls, url: str, gunzip: bool = False, **kwargs) -> Tensor:
         """The bytes at url (fetched once, then read from the cache) as a uint8 tensor."""
-        from tinygrad_core.helpers import fetch
-        from tinygrad_core.tensor import Tensor
         data = pathlib.Path(fetch(url)).read_bytes()
-        return Tensor(np.frombuffer(gzip.decompress(data) if gunzip else data, dtype=np.uint8), **kwargs)
+        return cls(np.frombuffer(gzip.decompress(data) if gunzip else data, dtype=np.uint8), **kwargs)
 
     def empty_like(self, dtype=None, device=None) -> Tensor:
         return type(self).empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
@@ -121,11 +118,8 @@ class CreationOps:
     def full_like(self, fill_value, **kwargs) -> Tensor:
         return type(self).full(self.shape, fill_value, **{"dtype": self.dtype, "device": self.device} | kwargs)
 
-    def zeros_like(self, **kwargs) -> Tensor:
-        return self.full_like(0, **kwargs)
-
-    def ones_like(self, **kwargs) -> Tensor:
-        return self.full_like(1, **kwargs)
+    def zeros_like(self, **kwargs) -> Tensor: return self.full_like(0, **kwargs)  # noqa: E704
+    def ones_like(self, **kwargs) -> Tensor: return self.full_like(1, **kwargs)  # noqa: E704
 
     def rand_like(self, **kwargs) -> Tensor:
         return type(self).rand(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)

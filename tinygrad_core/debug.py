@@ -27,9 +27,8 @@ def graph_text(root: UOp) -> str:
     lines = []
     for u in nodes:
         srcs = ", ".join(f"%{ids[s]}" for s in u.src if s in ids)
-        shape = u.shape if u.op is not Ops.DEVICE else ()
         sources = f" <- {srcs}" if srcs else ""
-        lines.append(f"%{ids[u]:<3} = {_label(u):40s} {u.dtype.name:8s} {str(shape):16s}" + sources)
+        lines.append(f"%{ids[u]:<3} = {_label(u):40s} {u.dtype.name:8s} {str(u.shape):16s}" + sources)
     return "\n".join(lines)
 
 
@@ -49,14 +48,14 @@ def graph_dot(root: UOp) -> str:
 def gradcheck(fn, *inputs, eps: float = 1e-3, atol: float = 1e-3, rtol: float = 1e-2) -> bool:
     """Compare the analytic gradient of sum(fn(*inputs)) with central finite differences, in float64 on the host
     side. Raises AssertionError naming the input and the worst element when they disagree; returns True."""
-    from tinygrad_core.tensor import Tensor
+    tensor = type(inputs[0])         # (this module sits below tensor.py: it builds Tensors through their class)
     values = [x.numpy().astype(np.float64) for x in inputs]
 
     def evaluate(arrays) -> float:
-        ts = [Tensor(a.astype(np.float32), device=x.device) for a, x in zip(arrays, inputs)]
+        ts = [tensor(a.astype(np.float32), device=x.device) for a, x in zip(arrays, inputs)]
         return float(fn(*ts).sum().numpy())
 
-    leaves = [Tensor(v.astype(np.float32), device=x.device, requires_grad=True) for v, x in zip(values, inputs)]
+    leaves = [tensor(v.astype(np.float32), device=x.device, requires_grad=True) for v, x in zip(values, inputs)]
     fn(*leaves).sum().backward()
     for n, (leaf, value) in enumerate(zip(leaves, values)):
         analytic = leaf.grad.numpy() if leaf.grad is not None else np.zeros_like(value)

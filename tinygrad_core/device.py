@@ -81,6 +81,9 @@ class Allocator:
         raise NotImplementedError
 
 
+FLUSH_BYTES = 1 << 20
+
+
 class LRUAllocator(Allocator):
     """Keeps freed buffers by size and hands them out again: allocation is often the slowest thing on a device."""
 
@@ -92,6 +95,8 @@ class LRUAllocator(Allocator):
         if cached := self.cache.get((max(size, 1), options)):
             self.in_use += size
             return cached.pop()
+        if size >= FLUSH_BYTES:     # a new large size: memory kept for other sizes would only add to the peak
+            self.free_cache()
         try:
             return super().alloc(size, options)
         except MemoryError:
@@ -228,12 +233,17 @@ class Buffer:
         return self.ensure_allocated()._opaque
 
     def __del__(self):
+        try:
+            self.deallocate()
+        except Exception:      # at interpreter exit the device may already be gone
+            pass
+
+    def deallocate(self):
+        """Give the memory back (run_schedule, once nothing will read the buffer again); a later use allocates anew."""
         if getattr(self, "_opaque", None) is not None:
-            try:
-                GlobalCounters.mem_used -= self.nbytes
-                self._release()
-            except Exception:      # at interpreter exit the device may already be gone
-                pass
+            GlobalCounters.mem_used -= self.nbytes
+            self._release()
+            self._opaque, self._shared = None, False
 
     def _release(self):
         if self._shared:           # the array holds the memory: it isn't the allocator's to hand out again

@@ -69,18 +69,9 @@ class dtypes:
     all = floats + ints + (bool,)
     int8s, int16s, int32s, int64s = (uint8, int8), (uint16, int16), (uint32, int32), (uint64, int64)
 
-    @staticmethod
-    def is_float(dt: DType) -> bool:
-        return dt in FLOATS
-
-    @staticmethod
-    def is_int(dt: DType) -> bool:
-        return dt in INTS
-
-    @staticmethod
-    def is_unsigned(dt: DType) -> bool:
-        return dt in UNSIGNED
-
+    is_float = staticmethod(lambda dt: dt in FLOATS)
+    is_int = staticmethod(lambda dt: dt in INTS)
+    is_unsigned = staticmethod(lambda dt: dt in UNSIGNED)
     is_bool = staticmethod(lambda dt: dt == dtypes.bool)
 
     @staticmethod
@@ -103,11 +94,7 @@ class dtypes:
     def from_py(x) -> DType:
         if isinstance(x, (list, tuple)):
             return max((dtypes.from_py(v) for v in x), key=lambda d: d.priority, default=dtypes.default_float)
-        if isinstance(x, bool):
-            return dtypes.bool
-        if isinstance(x, int):
-            return dtypes.default_int
-        return dtypes.default_float
+        return dtypes.bool if isinstance(x, bool) else dtypes.default_int if isinstance(x, int) else dtypes.default_float
 
     min = staticmethod(lambda dt: dt.min)       # the older spelling of dt.min and dt.max, kept for programs using it
     max = staticmethod(lambda dt: dt.max)
@@ -137,9 +124,8 @@ def to_dtype(x) -> DType:
     try:
         return dtypes.from_np(x)
     except TypeError:
-        pass
-    raise UnknownDType(f"unknown dtype {x!r}; use one of dtypes.{', dtypes.'.join(dt.name for dt in ALL)} "
-                       f"(or a name like 'float32')")
+        raise UnknownDType(f"unknown dtype {x!r}; use one of dtypes.{', dtypes.'.join(dt.name for dt in ALL)} "
+                           f"(or a name like 'float32')") from None
 
 
 def _kind(dt: DType) -> int:

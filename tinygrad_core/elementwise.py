@@ -3,6 +3,7 @@
 Mixed into Tensor. Where the obvious composition loses digits or overflows (cos, asin near 1, sinh near 0, sigmoid
 at large |x|), the comment says which form is used instead and why."""
 from __future__ import annotations
+import decimal
 import functools
 import math
 from typing import TYPE_CHECKING
@@ -17,12 +18,14 @@ _ASIN_TAYLOR = [math.comb(2 * n, n) / (4 ** n * (2 * n + 1)) for n in range(26)]
 _SINH_TAYLOR = [1 / math.factorial(2 * n + 1) for n in range(26)]
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 _ERF_TAYLOR = [_TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(26)]
+# erf(x) = 2/sqrt(pi) e^-x^2 (x + 2x^3/3 + 4x^5/15 + ...): 2^n / (2n + 1)!!, 98 terms for float64 at |x| = 6
+_ERF_POSITIVE = [_TWO_OVER_SQRT_PI * 2 ** n / math.prod(range(1, 2 * n + 2, 2)) for n in range(98)]
 _SIGNED_OF_SIZE = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 
 
 def _odd_series(x: Tensor, coefficients: list[float], dtype: DType) -> Tensor:
     """x * (c0 + c1 x^2 + c2 x^4 + ...) by Horner's rule, to the precision of dtype (|x| <= 1/2)."""
-    coefficients = coefficients[:26 if dtype == dtypes.float64 else 12]
+    coefficients = coefficients[:None if dtype == dtypes.float64 else 12]
     x2, acc = x * x, coefficients[-1]
     for c in reversed(coefficients[:-1]):
         acc = x2 * acc + c
@@ -46,40 +49,33 @@ class ElementwiseOps:
 
     def exp2(self) -> Tensor: return self._float()._unary(Ops.EXP2)               # noqa: E704
     def log2(self) -> Tensor: return self._float()._unary(Ops.LOG2)               # noqa: E704
-    def exp(self) -> Tensor: return self._float().mul(1 / math.log(2)).exp2()     # noqa: E704
     def log(self) -> Tensor: return self._float().log2().mul(math.log(2))         # noqa: E704
     def log10(self) -> Tensor: return self._float().log2().mul(math.log10(2))     # noqa: E704
     def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
     def tan(self) -> Tensor: return self.sin() / self.cos()                        # noqa: E704
 
+    @in_float32                      # (16-bit floats hold too few bits of ln 2 below)
+    def exp(self) -> Tensor:
+        # 2^n e^r with r = x - n ln 2 exact in two parts: 2^(x / ln 2) rounded x / ln 2 (e^8.06 was 5 ulps off)
+        x = self._float()
+        (ebits, mbits), bias = dtypes.finfo(x.dtype), (1 << dtypes.finfo(x.dtype)[0] - 1) - 1
+        hi = round(math.log(2) * 2 ** (mbits + 2 - ebits)) / 2 ** (mbits + 2 - ebits)   # (n hi is exact: |n| <= bias)
+        n = (x * (1 / math.log(2))).trunc().maximum(1 - bias).minimum(bias)
+        r = x - n * hi - n * float(decimal.Decimal(2).ln() - decimal.Decimal(hi))   # (math.log(2) is rounded)
+        return (r * (1 / math.log(2))).exp2() * n.exp2()       # (2^n of a whole n is exact)
+
     @in_float32                      # (16 bits would round sin^2 below)
     def cos(self) -> Tensor:
         return type(self)(cos_uop(self._float().uop))
 
-    def asin(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_asin, derivative=lambda x: (1 - x * x).rsqrt())
-
-    def acos(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_acos, derivative=lambda x: -(1 - x * x).rsqrt())
-
-    def atan(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_atan, derivative=lambda x: 1 / (1 + x * x))
-
-    def sinh(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_sinh, derivative=lambda x: x.cosh())
-
-    def cosh(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_cosh, derivative=lambda x: x.sinh())
-
-    def asinh(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_asinh, derivative=lambda x: (x * x + 1).rsqrt())
-
-    def acosh(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_acosh, derivative=lambda x: (x * x - 1).rsqrt())
-
-    def atanh(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_atanh, derivative=lambda x: 1 / (1 - x * x))
-
+    def asin(self) -> Tensor: return _smooth(self, _asin, lambda x: (1 - x * x).rsqrt())        # noqa: E704
+    def acos(self) -> Tensor: return _smooth(self, _acos, lambda x: -(1 - x * x).rsqrt())       # noqa: E704
+    def atan(self) -> Tensor: return _smooth(self, _atan, lambda x: 1 / (1 + x * x))            # noqa: E704
+    def sinh(self) -> Tensor: return _smooth(self, _sinh, lambda x: x.cosh())                   # noqa: E704
+    def cosh(self) -> Tensor: return _smooth(self, _cosh, lambda x: x.sinh())                   # noqa: E704
+    def asinh(self) -> Tensor: return _smooth(self, _asinh, lambda x: (x * x + 1).rsqrt())      # noqa: E704
+    def acosh(self) -> Tensor: return _smooth(self, _acosh, lambda x: (x * x - 1).rsqrt())      # noqa: E704
+    def atanh(self) -> Tensor: return _smooth(self, _atanh, lambda x: 1 / (1 - x * x))          # noqa: E704
     def copysign(self, other) -> Tensor:
         """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
         a, b = self._float()._to_operand(other)
@@ -87,15 +83,13 @@ class ElementwiseOps:
         negative = b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0 if dtypes.is_float(b.dtype) else b < 0
         return negative.where(-a.abs(), a.abs())
 
-    @in_float32                      # (16 bits would round the quotient and its product)
+    @in_float32                      # (exact in float32, and a remainder of 16-bit floats fits their type)
     def fmod(self, x) -> Tensor:
-        """Remainder with the sign of the dividend (C's fmod; % follows the divisor as Python's does)."""
+        """Remainder with the sign of the dividend, exact as C's fmod (% follows the divisor as Python's does)."""
         a, b = self._to_operand(x)
         if not dtypes.is_float(a.dtype):
             return a.mod_trunc(b)
-        p = (a / b).trunc() * b
-        # b = +-inf leaves a finite a as it is; a quotient past the dtype's range (a tiny b) leaves less than |b|: 0
-        return (b.isinf() & a.isfinite()).where(a, p.isinf().where(a * 0, a - p))
+        return _Smooth.apply(a, b, value=_fmod, derivative=lambda a, b: (1.0, -(a / b).trunc()))    # (PyTorch's)
 
     def logaddexp(self, other) -> Tensor:
         a, b = self._float()._to_operand(other)
@@ -147,9 +141,9 @@ class ElementwiseOps:
         return _Smooth.apply(self._float(), value=lambda x: (1 + (x * (-1 / math.log(2))).exp2()).reciprocal(),
                              derivative=lambda x: x.sigmoid() * (1 - x.sigmoid()))
 
+    @in_float32                      # (2 sigmoid(2x) - 1 in 16 bits: tanh(1e-3) was 2.4% off)
     def tanh(self) -> Tensor:
-        # tanh(x) is x to the last digit for |x| < 1e-4, where 2 * sigmoid(2x) - 1 loses it all (tanh(1e-10) was 0)
-        return (self.abs() < 1e-4).where(self, 2.0 * (2.0 * self).sigmoid() - 1.0)
+        return _Smooth.apply(self._float(), value=_tanh, derivative=lambda x: 1 - x.tanh().square())
 
     def leakyrelu(self, neg_slope: float = 0.01) -> Tensor:
         return (self > 0).where(self, self * neg_slope)
@@ -290,7 +284,16 @@ def _atanh(x: Tensor) -> Tensor:
     return (x.abs() < 0.1).where(series, ((1 + x) / (1 - x)).log() * 0.5)
 
 
+def _tanh(x: Tensor) -> Tensor:
+    # near 0, sinh / cosh from sinh's series: 2 sigmoid(2x) - 1 cancels (tanh(2e-4) was 1.7e-4 off, tanh(1e-10) 0)
+    s = _odd_series(x, _SINH_TAYLOR, x.dtype)
+    return (x.abs() < 0.5).where(s / (1 + s * s).sqrt(), 2.0 * (2.0 * x).sigmoid() - 1.0)
+
+
 def _erf(x: Tensor) -> Tensor:
+    if x.dtype == dtypes.float64:    # a series of positive terms (no cancellation), to |x| = 6, past which erf is +-1
+        c = x.maximum(-6).minimum(6)
+        return (x.abs() >= 6).where(x.sign(), _odd_series(c, _ERF_POSITIVE, x.dtype) * (-(c * c)).exp())
     # near 0 the Taylor series (the fit below has an absolute error of 1.5e-7, too much for erf(1e-6)); beyond,
     # Abramowitz and Stegun 7.1.26
     t = 1.0 / (1.0 + 0.3275911 * x.abs())
@@ -298,11 +301,56 @@ def _erf(x: Tensor) -> Tensor:
     return (x.abs() < 0.5).where(_odd_series(x, _ERF_TAYLOR, x.dtype), x.sign() * (1.0 - poly * (-(x * x)).exp()))
 
 
-class _Smooth(Function):
-    """An elementwise function given with its derivative. Through the composition, a branch that isn't selected
-    (a series past its range, an exp that overflows) would meet a zero gradient as 0 * inf = NaN."""
-    def forward(self, x, value, derivative):
-        self.x, self.derivative = x, derivative
-        return value(x)
+def _mantissa_exponent(x: Tensor) -> tuple[Tensor, Tensor]:
+    """A finite |x| as m * 2^e, the int64s m < 2^(mantissa bits + 1) and e (a subnormal's e is the normal minimum)."""
+    ebits, mbits = dtypes.finfo(x.dtype)
+    bits = x.abs().bitcast(_SIGNED_OF_SIZE[x.dtype.itemsize]).cast(dtypes.int64)
+    field, m = bits >> mbits, bits & ((1 << mbits) - 1)
+    return (field > 0).where(m | (1 << mbits), m), field.maximum(1) - ((1 << ebits - 1) - 1 + mbits)
 
-    def backward(self, grad_output): return grad_output * self.derivative(self.x)  # noqa: E704
+
+def _mulmod(x: Tensor, y: Tensor, m: Tensor, wide: bool) -> Tensor:
+    """x * y mod m for int64s 0 <= x, y < m. Products of 24 bits fit int64; of 53-bit ones (wide), the quotient comes
+    from float64 (off by 3 at most) and the remainder from uint64 arithmetic, which wraps to the exact one."""
+    if not wide:
+        return (x * y).mod_trunc(m)
+    x, y, m = x.cast(dtypes.uint64), y.cast(dtypes.uint64), m.cast(dtypes.uint64)
+    q = (x.cast(dtypes.float64) * y.cast(dtypes.float64) / m.cast(dtypes.float64)).cast(dtypes.uint64)
+    return (x * y + m * 4 - q * m).mod_trunc(m).cast(dtypes.int64)
+
+
+def _pow2(e: Tensor, dtype: DType) -> Tensor:
+    """2^e for int64s e in dtype's range of normal exponents, exactly: from its bits."""
+    ebits, mbits = dtypes.finfo(dtype)
+    return ((e + (1 << ebits - 1) - 1) << mbits).cast(_SIGNED_OF_SIZE[dtype.itemsize]).bitcast(dtype)
+
+
+def _fmod(a: Tensor, b: Tensor) -> Tensor:
+    # with |a| = ma 2^ea and |b| = mb 2^eb, |fmod| = (ma 2^(ea - eb) mod mb) 2^eb: 2^(ea - eb) mod mb by squaring
+    (ma, ea), (mb, eb) = _mantissa_exponent(a), _mantissa_exponent(b)
+    ebits, mbits = dtypes.finfo(a.dtype)
+    mb, d, p = mb.maximum(1), ea - eb, ea * 0 + 1
+    for bit in reversed(range(ebits)):                  # (ea - eb < 2^ebits)
+        p = _mulmod(p, p, mb, mbits > 24) << ((d >> bit) & 1)
+        p = (p >= mb).where(p - mb, p)
+    r = _mulmod(ma.mod_trunc(mb), p, mb, mbits > 24).cast(a.dtype)
+    # r 2^eb in two exact products: r 2^-mbits and 2^(eb + mbits) are normal floats, and r 2^eb is representable
+    r = r * 2.0 ** -mbits * _pow2(eb + mbits, a.dtype)
+    return (a.abs() < b.abs()).where(a, (a.isfinite() & b.isfinite() & (b != 0)).where((a < 0).where(-r, r), math.nan))
+
+
+def _smooth(x: Tensor, value, derivative) -> Tensor:
+    return _Smooth.apply(x._float(), value=value, derivative=derivative)
+
+
+class _Smooth(Function):
+    """An elementwise function given with its derivative (a tuple, one per input, for several). Through the
+    composition, a branch that isn't selected (a series past its range, an exp that overflows) would meet a zero
+    gradient as 0 * inf = NaN."""
+    def forward(self, *xs, value, derivative):
+        self.xs, self.derivative = xs, derivative
+        return value(*xs)
+
+    def backward(self, grad_output):
+        d = self.derivative(*self.xs)
+        return tuple(grad_output * di for di in d) if isinstance(d, tuple) else grad_output * d

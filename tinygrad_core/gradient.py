@@ -122,7 +122,6 @@ class Function:
         return type(tensors[0])(node)     # (not a leaf: realizing it keeps the graph back to its inputs)
 
     def _backward_uops(self, g: UOp) -> tuple:
-        from tinygrad_core.tensor import Tensor
-        grads = self.backward(Tensor(g))
+        grads = self.backward(type(self.inputs[0])(g))     # a Tensor, built through the inputs' class
         grads = grads if isinstance(grads, (tuple, list)) else (grads,)
         return (None,) + tuple(None if gr is None else gr.uop for gr in grads)

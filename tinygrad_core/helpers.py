@@ -56,6 +56,7 @@ DEBUG = ContextVar("DEBUG", 0)     # 1: kernels per realize, 2: each kernel, 3: 
 NOOPT = ContextVar("NOOPT", 0)     # 1: no upcasting/unrolling/local sizes (plain loops; useful when debugging)
 BEAM = ContextVar("BEAM", 0)       # 1: time a few candidate opts per new kernel and keep the fastest (engine/search.py)
 TRAINING = ContextVar("TRAINING", 0)   # BatchNorm uses batch statistics, dropout drops, optimizers may step
+NO_GRAD = ContextVar("NO_GRAD", 0)     # results are constants to autograd (`with Tensor.no_grad():`)
 JIT = ContextVar("JIT", 1)
 IMAGE = ContextVar("IMAGE", 0)          # tinygrad's image (texture) kernels: no backend here has them, so it stays 0
 DISK_CACHE = ContextVar("DISK_CACHE", 1)   # 0: compile every kernel afresh instead of reusing the on-disk cache
@@ -145,6 +146,20 @@ def make_tuple(x, n: int) -> tuple:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,) * n
 
 
+def broadcast_shape(*shapes) -> tuple[int, ...]:
+    """The shape numpy broadcasting gives shapes (right-aligned; a size-1 axis stretches to the other size)."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for sizes in zip(*padded):
+        non_one = {s for s in sizes if s != 1}
+        if len(non_one) > 1:
+            raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together "
+                             f"(sizes {sorted(non_one)} clash in one dimension); reshape one of them")
+        out.append(non_one.pop() if non_one else 1)
+    return tuple(out)
+
+
 def ceildiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -230,6 +245,6 @@ def colored(text: str, color: str | None) -> str:
 
 
 __all__ = ["getenv", "Context", "ContextVar", "DEBUG", "NOOPT", "BEAM", "TRAINING", "JIT", "DISK_CACHE",
-           "GlobalCounters", "Timing", "Profiling", "prod", "argfix", "make_tuple", "ceildiv",
+           "GlobalCounters", "Timing", "Profiling", "prod", "argfix", "make_tuple", "broadcast_shape", "ceildiv",
            "round_up", "dedup", "all_same", "all_int", "partition", "unwrap", "flatten", "fully_flatten", "cache_dir",
            "fetch", "colored", "OSX", "WIN", "CI"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import string
 import numpy as np
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import make_tuple, prod
+from tinygrad_core.helpers import broadcast_shape, make_tuple, prod
 from tinygrad_core.gradient import Function
 from tinygrad_core.ops import Ops, UOp, is_symbolic
 
@@ -159,9 +159,8 @@ class IndexingOps:
         >>> Tensor([[1, 2], [3, 4]]).masked_select(Tensor([True, False])).tolist()
         [1, 3]
         """
-        from tinygrad_core.tensor import _broadcast_shape
         _check_bool(mask, "masked_select")
-        shape = _broadcast_shape(self.shape, mask.shape)
+        shape = broadcast_shape(self.shape, mask.shape)
         return _compact(mask._broadcast_to(shape).flatten(), self._broadcast_to(shape).flatten(), size, fill_value)
 
     def nonzero(self, size: int | None = None, fill_value=0):
@@ -330,29 +329,27 @@ def _scatter_hits(t, dim, index, src, name: str):
 # ---------------------------------------------------------------------------------------------------------------
 def _index_tensor(t, index, dim: int):
     """A (nested) list of ints, or an integer tensor, as an int tensor with negative indices counted from the end."""
-    from tinygrad_core.tensor import Tensor
     size = t.shape[dim]
-    if not isinstance(index, Tensor):
+    if not isinstance(index, type(t)):
         values = np.asarray(index)
         if values.size and values.dtype.kind not in "iu":
             raise IndexError(f"index {index} along dim {dim} must hold ints, not {values.dtype} (masks: masked_select)")
         if values.size and not -size <= values.min() <= values.max() < size:
             bad = values.min() if values.min() < -size else values.max()
             raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
-        return Tensor((values % max(size, 1)).astype(np.int32), device=t.device)
+        return type(t)((values % max(size, 1)).astype(np.int32), device=t.device)
     if not dtypes.is_int(index.dtype):
         raise IndexError(f"tensors used as indices must be integer tensors, got {index.dtype} along dim {dim}")
     return (index < 0).where(index + size, index)
 
 
 def _normalize(t, indices) -> list:
-    from tinygrad_core.tensor import Tensor
     # a list of ints is one index; any other list reads as a tuple of indices, as in tinygrad and torch
     if not isinstance(indices, (tuple, list)) or isinstance(indices, list) and all(isinstance(i, int) for i in indices):
         indices = [indices]
     indices = list(indices)
     for i in indices:
-        if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor, list, tuple)) or is_symbolic(i)) \
+        if not (i is None or i is Ellipsis or isinstance(i, (int, slice, type(t), list, tuple)) or is_symbolic(i)) \
                 or isinstance(i, bool):
             raise IndexError(f"can't index with {type(i).__name__} {i!r}: use ints, slices, None, ... or integer "
                              f"tensors")
@@ -425,9 +422,8 @@ def _basic(t, indices):
 
 def _index_mask(x, tensors):
     """hits[*index_shape, *indexed sizes]: True where the (broadcast) index tensors point; and index_shape."""
-    from tinygrad_core.tensor import _broadcast_shape
     try:
-        index_shape = _broadcast_shape(*[i.shape for _, i in tensors])
+        index_shape = broadcast_shape(*[i.shape for _, i in tensors])
     except ValueError as e:
         raise IndexError(f"index tensors can't be broadcast together: {e}") from None
     hits = None
@@ -472,9 +468,8 @@ def getitem(t, indices):
 def setitem(t, indices, value):
     """t[indices] = value: the value is put back through the selection's movement ops (and, for index tensors, a
     one-hot mask over the indexed dims), then assigned (in place when t is realized)."""
-    from tinygrad_core.tensor import Tensor, _broadcast_shape
     x, tensors, undo = _basic(t, _normalize(t, indices))
-    value = value if isinstance(value, Tensor) else Tensor(value, device=t.device, dtype=t.dtype)
+    value = value if isinstance(value, type(t)) else type(t)(value, device=t.device, dtype=t.dtype)
     axes = [a for a, _ in tensors]
     others = [d for d in range(x.ndim) if d not in axes]
     selection = x.shape
@@ -485,21 +480,21 @@ def setitem(t, indices, value):
     while value.ndim > len(selection) and value.shape[0] == 1:    # leading 1s broadcast away, as in numpy
         value = value.reshape(value.shape[1:])
     try:
-        fits = _broadcast_shape(value.shape, selection) == selection
+        fits = broadcast_shape(value.shape, selection) == selection
     except ValueError:
         fits = False
     if not fits:
         raise ValueError(f"can't assign a value of shape {value.shape} to a selection of shape {selection} "
                          f"(t[{indices!r}] of a tensor of shape {t.shape}): it must broadcast to the selection")
     value = value.cast(t.dtype)._broadcast_to(selection)
-    written = Tensor.full(x.shape, True, device=t.device)
+    written = t.full(x.shape, True, device=t.device)
     if tensors:
         if not prod(selection):
             return
         # the last write to a position wins, as in numpy: number the writes and keep the highest that hits
         count, other_shape = prod(index_shape), tuple(x.shape[d] for d in others)
         hits = hits.reshape((count,) + hits.shape[len(index_shape):] + (1,) * len(others))
-        writes = Tensor.arange(count, device=t.device).reshape((count,) + (1,) * (hits.ndim - 1))
+        writes = t.arange(count, device=t.device).reshape((count,) + (1,) * (hits.ndim - 1))
         hits = hits & (writes == hits.where(writes, -1).max(0))
         value = value.permute(sorted(range(len(order)), key=order.__getitem__))
         value = _pick(hits, value.reshape((count,) + (1,) * len(axes) + other_shape), 0)

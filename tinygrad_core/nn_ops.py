@@ -33,8 +33,7 @@ class NNOps:
             x = x.reshape(*lead, *flatten((o, s) for o, s in zip(outs, strides)))
             x = x.shrink(tuple(keep + flatten(((0, o), (0, k)) for o, k in zip(outs, kernel))))
             return x.permute(*range(nl), *[nl + 2 * i for i in range(dims)], *[nl + 2 * i + 1 for i in range(dims)])
-        return _OverlappingWindows.apply(self, kernel=kernel, strides=strides, dilations=dilations,
-                                                      outs=outs)
+        return _OverlappingWindows.apply(self, kernel=kernel, strides=strides, dilations=dilations, outs=outs)
 
     def _overlapping_windows(self, kernel, strides, dilations, outs):
         dims = len(kernel)
@@ -360,12 +359,11 @@ class NNOps:
         return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
 
     def dropout(self, p: float = 0.5):
-        from tinygrad_core.tensor import Tensor
-        if not Tensor.training or p == 0:
+        if not type(self).training or p == 0:
             return self
         if not 0 <= p < 1:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-        keep = Tensor.rand(*self.shape, device=self.device) >= p
+        keep = self.rand(*self.shape, device=self.device) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 
     def one_hot(self, num_classes: int = -1):

@@ -42,6 +42,9 @@ class Ops(Enum):
     RANGE = auto()         # a serial loop counter; src = (end,); arg = loop id
     ENDRANGE = auto()      # closes the loop of src[0]
     DEFINE_ACC = auto()    # an accumulator; src = (initial value,)
+    UPDATE_ACC = auto()    # src = (accumulator, value): the accumulator holds value from here on (a reduce's step)
+    INPUT = auto()         # in a kernel AST, a whole buffer argument as a value: src = (DEFINE_GLOBAL,), arg = its
+                           # element count; lowered to LOADs (codegen/lower.py), so no renderer ever sees one
     LOAD = auto()          # src = (buffer, index) or (buffer, index, valid): reads 0 where valid is False
     STORE = auto()         # src = (buffer, index, value) or (..., valid): writes only where valid is True
     REDUCE = auto()        # before linearizing: src = (value, *ranges), arg = the combining ALU op
@@ -139,6 +142,13 @@ def cast_array(x: np.ndarray, dtype: DType) -> np.ndarray:
         if x.dtype.kind == "f" and dtype in INTS:
             return np.trunc(np.where(np.isfinite(x), x, 0)).astype(np.float64).astype(dtype.np)
         return x.astype(dtype.np)
+
+
+def bitcast_array(x: np.ndarray, source: DType, dtype: DType) -> np.ndarray:
+    """BITCAST with the reference semantics: the same bytes read as dtype (bfloat16 carried as float32, as above)."""
+    bits = f32_to_bf16(x) if source == dtypes.bfloat16 else np.asarray(x).astype(source.np)
+    out = np.ascontiguousarray(bits).view(dtype.np)
+    return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -353,7 +363,7 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
     op, arg = u.op, u.arg
     if op is Ops.BUFFER:
         return (arg[0].size,)
-    if op is Ops.LOAD:        # a buffer argument inside a kernel AST; arg = its size
+    if op is Ops.INPUT:
         return (arg,)
     if op in (Ops.CONST, Ops.DEVICE):
         return ()

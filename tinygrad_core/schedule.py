@@ -79,15 +79,22 @@ def _graph_order(outs: list[UOp]) -> list[UOp]:
 @dataclass
 class _Plan:
     """The kernel roots found so far, in the order found (the order their kernels are walked in), and the kernel
-    whose walk reached each reduce or elementwise node inside a reduce first (a second kernel reaching it may cut it)."""
+    whose walk reached each reduce or elementwise node inside a reduce first, with that reduce (a second kernel
+    reaching it may cut it)."""
     roots: list[UOp] = field(default_factory=list)
     is_root: set[UOp] = field(default_factory=set)
-    reached_by: dict[UOp, UOp] = field(default_factory=dict)
+    reached_by: dict[UOp, tuple[UOp, UOp | None]] = field(default_factory=dict)
 
     def cut(self, u: UOp):
         if u not in self.is_root:
             self.is_root.add(u)
             self.roots.append(u)
+
+    def reached_first(self, u: UOp, root: UOp, in_reduce: UOp | None) -> bool:
+        """Whether root's kernel is the first to reach u, or reaches it inside the same reduce as the first: that
+        reduce was cut into a kernel of its own since, so what the first kernel's walk saw inside it is now its own."""
+        first, inside = self.reached_by.setdefault(u, (root, in_reduce))
+        return first is root or inside is not None and inside is in_reduce
 
 
 def _find_roots(outs: list[UOp], order: list[UOp]) -> _Plan:
@@ -97,25 +104,20 @@ def _find_roots(outs: list[UOp], order: list[UOp]) -> _Plan:
     for r in [u for u in outs if buffer_of(u) is None and u.op is not Ops.BUFFER] + \
             [cut for u in order for rule in NODE_CUTS for cut in rule(u)]:
         plan.cut(r)
-    done = 0
-    while done < len(plan.roots):
-        root = plan.roots[done]
-        if _walk_kernel(plan, root):
-            continue
-        done += 1
+    for root in plan.roots:            # (grows while walked)
+        _walk_kernel(plan, root)
         for cut in filter(None, (rule(root) for rule in KERNEL_CUTS)):
             plan.cut(cut)
     return plan
 
 
-def _walk_kernel(plan: _Plan, root: UOp) -> bool:
+def _walk_kernel(plan: _Plan, root: UOp):
     """Walk what fuses into root's kernel, cutting what the first matching rule of WALK_CUTS says (the walk doesn't go
-    past a cut). True when root's kernel must be walked again: a reduce was cut after this walk went inside it by
-    another path, so what it found there belongs to the reduce's kernel now."""
+    past a cut)."""
     walked: set = set()
-    # (node, reached through an EXPAND or a reduce: computed more than once per element, inside a reduce)
-    stack = [(s, root.op is Ops.REDUCE_AXIS, root.op is Ops.REDUCE_AXIS) for s in _kernel_inputs(root)]
-    walk_again = False
+    # (node, reached through an EXPAND or a reduce: computed more than once per element, the reduce it is inside)
+    inside = root if root.op is Ops.REDUCE_AXIS else None
+    stack = [(s, inside is not None, inside) for s in _kernel_inputs(root)]
     while stack:
         u, repeated, in_reduce = stack.pop()
         u = _resolve(u)
@@ -125,14 +127,9 @@ def _walk_kernel(plan: _Plan, root: UOp) -> bool:
         if (cut := next((c for rule in WALK_CUTS if (c := rule(plan, root, u, repeated, in_reduce)) is not None),
                         None)) is not None:
             plan.cut(cut)
-            walk_again = walk_again or (cut.op is Ops.REDUCE_AXIS and (cut, False) in walked)
             continue
-        stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), in_reduce or u.op is Ops.REDUCE_AXIS)
-                     for s in u.src)
-    if walk_again:
-        for u in [u for u, first in plan.reached_by.items() if first is root]:
-            del plan.reached_by[u]
-    return walk_again
+        stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS),
+                      in_reduce or (u if u.op is Ops.REDUCE_AXIS else None)) for s in u.src)
 
 
 # ---- the cut rules ----
@@ -146,13 +143,13 @@ def _copy_source(u: UOp) -> tuple[UOp, ...]:
     return tuple(s for s in map(_resolve, u.src) if buffer_of(s) is None) if u.op is Ops.COPY else ()
 
 
-def _repeated_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: bool) -> UOp | None:
+def _repeated_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: UOp | None) -> UOp | None:
     """A reduce seen through an EXPAND or inside another reduce (fused, it would be recomputed for every element that
     reads it), or from a second kernel (both would compute it)."""
-    return u if u.op is Ops.REDUCE_AXIS and (repeated or plan.reached_by.setdefault(u, root) is not root) else None
+    return u if u.op is Ops.REDUCE_AXIS and (repeated or not plan.reached_first(u, root, in_reduce)) else None
 
 
-def _costly_work_broadcast_into_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: bool):
+def _costly_work_broadcast_into_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: UOp | None):
     """Costly elementwise work that a reduce reads through an EXPAND: a batchnorm's backward feeding a convolution's
     gradients would be recomputed for every input channel and kernel position. Views alone are not copied out: a copy
     of a convolution's windows would be 9x its input, and read in a worse order than the input itself."""
@@ -161,10 +158,10 @@ def _costly_work_broadcast_into_reduce(plan: _Plan, root: UOp, u: UOp, repeated:
         return expanded
 
 
-def _costly_work_read_by_two_kernels(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: bool):
+def _costly_work_read_by_two_kernels(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: UOp | None):
     """Costly elementwise work that reduces of two kernels read (a convolution's input gradient feeding a batchnorm's
     backward): computed once, not twice."""
-    return u if u.op in GroupOp.ELEMENTWISE and in_reduce and plan.reached_by.setdefault(u, root) is not root and \
+    return u if u.op in GroupOp.ELEMENTWISE and in_reduce and not plan.reached_first(u, root, in_reduce) and \
         _elementwise_work(u, plan.is_root) >= COSTLY_ELEMENTWISE else None
 
 
@@ -330,7 +327,7 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
         if buf not in globals_by_buffer:
             globals_by_buffer[buf] = UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), len(bufs))
             bufs.append(buf)
-        return UOp(Ops.LOAD, buf.dtype, (globals_by_buffer[buf],), buf.size if size is None else size)
+        return UOp(Ops.INPUT, buf.dtype, (globals_by_buffer[buf],), buf.size if size is None else size)
 
     def to_ast(u: UOp) -> UOp:
         if u in memo:
@@ -349,7 +346,7 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
         elif u.op is Ops.RESHAPE:      # reshapes compose (row-major order): one reshape of the innermost source
             shape, inner = sym.unbind(u.arg, var_vals), to_ast(u.src[0])
             inner = inner.src[0] if inner.op is Ops.RESHAPE else inner
-            if inner.op is Ops.LOAD and not all(isinstance(s, int) for s in shape):
+            if inner.op is Ops.INPUT and not all(isinstance(s, int) for s in shape):
                 # a buffer seen with a symbolic shape (a TinyJit input): its size is that shape's, so the kernel
                 # doesn't depend on the size of the buffer it is given
                 inner = load(bufs[inner.src[0].arg], prod(shape))
@@ -366,9 +363,9 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
     del to_ast      # (it refers to itself: a cycle that would keep `bufs` allocated until Python's gc next runs)
     # a reshape (or a detach) on top changes no byte of the result: the kernel computes in the shape before it, where
     # a reduce's output axes are its own (codegen/opts.py tiles a kernel along them)
-    while body.op in (Ops.RESHAPE, Ops.DETACH) and body.src[0].op is not Ops.LOAD:
+    while body.op in (Ops.RESHAPE, Ops.DETACH) and body.src[0].op is not Ops.INPUT:
         body = body.src[0]
-    if body.op is Ops.LOAD:          # a plain copy still needs a shape to index it
+    if body.op is Ops.INPUT:         # a plain copy still needs a shape to index it
         body = body.reshape(sym.unbind(value.shape, var_vals))
     ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0), body)),))
     return ScheduleItem(ast, bufs, root, var_vals=var_vals)

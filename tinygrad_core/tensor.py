@@ -4,7 +4,6 @@ Nothing is computed until realize()/numpy()/tolist()/item(): methods only build 
 into kernels. Elementwise math (elementwise.py), neural-network ops (nn_ops.py), creation (creation.py) and
 indexing (indexing.py) are mixed in below."""
 from __future__ import annotations
-import contextlib
 import functools
 import itertools
 import math
@@ -14,14 +13,15 @@ import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype  # noqa: F401
 from tinygrad_core.gradient import compute_gradient, Function
-from tinygrad_core.helpers import argfix, prod
+from tinygrad_core.helpers import argfix, broadcast_shape, prod
 from tinygrad_core.ops import Ops, UOp, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized, packs_panels, PANEL
-from tinygrad_core.engine.realize import run_schedule
+from tinygrad_core.engine.realize import kept_nodes, run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
-from tinygrad_core.indexing import IndexingOps
+from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
+from tinygrad_core.debug import graph_dot, graph_text
 from tinygrad_core.elementwise import ElementwiseOps, in_float32
 
 
@@ -29,45 +29,14 @@ class _Unique:
     """An arg that makes a node unlike any other (nodes are otherwise shared when they are built the same way)."""
 
 
-class _Switch:
-    """A global flag that reads as a bool and works as a context manager: `with Tensor.no_grad(): ...`."""
-
-    def __init__(self, value: bool):
-        self.value = value
-
-    def __bool__(self):
-        return self.value
-
-    @contextlib.contextmanager
-    def __call__(self, mode: bool = True):
-        old, self.value = self.value, mode
-        try:
-            yield
-        finally:
-            self.value = old
-
-
-def _broadcast_shape(*shapes) -> tuple[int, ...]:
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    out = []
-    for sizes in zip(*padded):
-        non_one = {s for s in sizes if s != 1}
-        if len(non_one) > 1:
-            raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together "
-                             f"(sizes {sorted(non_one)} clash in one dimension); reshape one of them")
-        out.append(non_one.pop() if non_one else 1)
-    return tuple(out)
-
-
 _serials = itertools.count()      # tensors in creation order (Tensor._live)
 
 
 class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
-    # the TRAINING setting itself, so that Context(TRAINING=1), `with Tensor.train():` and Tensor.training agree
-    from tinygrad_core.helpers import TRAINING as training
-    no_grad = _Switch(False)
+    # the TRAINING and NO_GRAD settings themselves, so that Context(TRAINING=1), `with Tensor.train():` and
+    # Tensor.training agree (and the same for `with Tensor.no_grad():`)
+    from tinygrad_core.helpers import NO_GRAD as no_grad, TRAINING as training
     train = training        # `with Tensor.train():` as in tinygrad (Tensor.train(False) for evaluation)
     _grad_tensors: weakref.WeakSet = weakref.WeakSet()     # tensors with requires_grad=True (their graphs are kept)
     is_param: bool = False
@@ -127,26 +96,21 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def ndim(self) -> int:
         return len(self.shape)
 
-    def numel(self) -> int:
-        return prod(self.shape)
+    def numel(self) -> int: return prod(self.shape)                     # noqa: E704
 
     def size(self, dim: int | None = None):
         """The shape, or the size of one dimension."""
         return self.shape if dim is None else self.shape[self._axis(dim)]
 
-    def is_floating_point(self) -> bool:
-        return dtypes.is_float(self.dtype)
+    def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)  # noqa: E704
 
     def is_param_(self, is_param: bool = True) -> Tensor:
         """Mark this tensor as a model parameter (tinygrad's flag; optimizers here take their list explicitly)."""
         self.is_param = is_param
         return self
 
-    def element_size(self) -> int:
-        return self.dtype.itemsize
-
-    def nbytes(self) -> int:
-        return self.numel() * self.element_size()
+    def element_size(self) -> int: return self.dtype.itemsize           # noqa: E704
+    def nbytes(self) -> int: return self.numel() * self.element_size()  # noqa: E704
 
     def __len__(self):
         if not self.shape:
@@ -156,8 +120,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def __repr__(self):
         return f"<Tensor {self.shape} {self.dtype} on {self.device}{' requires_grad' if self.requires_grad else ''}>"
 
-    def __hash__(self):
-        return id(self)
+    def __hash__(self): return id(self)                                 # noqa: E704
 
     def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
         self.requires_grad = requires_grad
@@ -175,17 +138,26 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     @staticmethod
     def realize_all(*tensors: Tensor):
         tensors = list(tensors) + _readers_of_overwritten(tensors)
-        run_schedule(create_schedule([t.uop for t in tensors]))
+        # a tensor that a later backward() must go through keeps its graph (the buffer is found through
+        # schedule.realized); every other tensor drops it, so chains of updates don't grow without end. What the
+        # graphs kept reach is kept; the schedule frees every other buffer it makes after its last reader
         needs_graph = _graph_keeper()
+        dropping = {id(t) for t in tensors if not needs_graph(t)}
+        schedule, outs = create_schedule([t.uop for t in tensors]), {id(t) for t in tensors}
+        live = [t for t in list(Tensor._live.values()) if id(t) not in outs]
+        run_schedule(schedule, kept_nodes(schedule, [t.uop for t in tensors],
+                                          [t.uop for t in tensors if id(t) not in dropping], live))
         for t in tensors:
-            # a tensor that a later backward() must go through keeps its graph (the buffer is found through
-            # schedule.realized); every other tensor drops it, so chains of updates don't grow without end
-            if t.uop in realized and not needs_graph(t):
+            if t.uop in realized and id(t) in dropping:
                 t.uop = realized[t.uop]
 
     def schedule(self) -> list:
         """The kernels realize() would run, without running them."""
         return create_schedule([self.uop])
+
+    def _whole_buffer(self) -> Buffer:
+        """The realized values as one plain buffer (a view that isn't a whole buffer is copied out contiguously)."""
+        return buffer_of(self.realize().uop) or buffer_of(self.contiguous().realize().uop)
 
     def numpy(self) -> np.ndarray:
         """The values as a read-only numpy array (.copy() it to write). On a host-memory backend (CPU) it is the
@@ -194,25 +166,19 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if 0 in shape:
             out = np.zeros(shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
         else:
-            self.realize()
-            buf = buffer_of(self.uop)
-            if buf is None:          # a view of a buffer that isn't the plain whole buffer: make it contiguous
-                buf = buffer_of(self.contiguous().realize().uop)
-            out = buf.host_view()[:prod(shape)].reshape(shape)     # a symbolic size's buffer holds its largest value
+            out = self._whole_buffer().host_view()[:prod(shape)].reshape(shape)   # (a symbolic size: its largest)
             out = bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
         out.flags.writeable = False
         return out
 
-    def tolist(self):
-        return self.numpy().tolist()
+    def tolist(self): return self.numpy().tolist()                      # noqa: E704
 
     def item(self):
         if self.numel() != 1:
             raise ValueError(f"item() needs exactly one element, this tensor has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
-    def data(self) -> memoryview:
-        return memoryview(self.numpy())
+    def data(self) -> memoryview: return memoryview(self.numpy())       # noqa: E704
 
     def to(self, device: str) -> Tensor:
         device = Device.canonicalize(device)
@@ -229,11 +195,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def clone(self) -> Tensor:
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), requires_grad=self.requires_grad)
 
-    def detach(self) -> Tensor:
-        return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
-
-    def contiguous(self) -> Tensor:
-        return self._unary(Ops.CONTIGUOUS)
+    def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))  # noqa: E704
+    def contiguous(self) -> Tensor: return self._unary(Ops.CONTIGUOUS)  # noqa: E704
 
     def contiguous_backward(self) -> Tensor:
         """The same values; the gradient arriving here is materialised in this tensor's layout before it flows on
@@ -245,10 +208,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
         if x.shape != self.shape:
             raise ValueError(f"assign shape mismatch: tensor is {self.shape}, value is {x.shape}")
-        if x.dtype != self.dtype:
-            x = x.cast(self.dtype)
-        if x.device != self.device:
-            x = x.to(self.device)
+        x = x.cast(self.dtype).to(self.device)
         if buffer_of(self.uop) is None:
             # a lazy target gets a buffer of its own first: replacing its graph instead would leave a TinyJit
             # recording (or any graph already built on it) computing the old value. Of its own: realized as the
@@ -314,8 +274,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
 
     # ---- elementwise building blocks ----
-    def _unary(self, op: Ops) -> Tensor:
-        return Tensor(UOp(op, self.dtype, (self.uop,)))
+    def _unary(self, op: Ops) -> Tensor: return Tensor(UOp(op, self.dtype, (self.uop,)))  # noqa: E704
 
     def _to_operand(self, x, reverse: bool = False) -> tuple[Tensor, Tensor]:
         """Make (self, x) the same dtype and shape, numpy style; Python numbers adapt to the tensor's dtype."""
@@ -336,7 +295,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
                 dtype = dtypes.default_int
             x = Tensor(UOp.const(dtype, x, self.device))
         a, b = self.cast(dtype), x.cast(dtype)
-        shape = _broadcast_shape(a.shape, b.shape)
+        shape = broadcast_shape(a.shape, b.shape)
         a, b = a._broadcast_to(shape), b._broadcast_to(shape)
         return (b, a) if reverse else (a, b)
 
@@ -375,11 +334,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
 
     # ---- arithmetic ----
     def add(self, x, reverse=False) -> Tensor: return self._binary(Ops.ADD, x, reverse)   # noqa: E704
+    def sub(self, x, reverse=False) -> Tensor: return self._binary(Ops.SUB, x, reverse)   # noqa: E704
     def mul(self, x, reverse=False) -> Tensor: return self._binary(Ops.MUL, x, reverse)   # noqa: E704
-
-    def sub(self, x, reverse=False) -> Tensor:
-        a, b = self._to_operand(x, reverse)
-        return Tensor(a.uop.alu(Ops.SUB, b.uop))
 
     def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
         if rounding_mode not in (None, "trunc", "floor"):
@@ -409,9 +365,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         q = a.idiv(b)
         return ((a.mod_trunc(b) != 0) & ((a < 0) != (b < 0))).where(q - 1, q)
 
-    def mod_trunc(self, x) -> Tensor:
-        a, b = self._to_operand(x)
-        return Tensor(a.uop.alu(Ops.MOD, b.uop))
+    def mod_trunc(self, x) -> Tensor: return self._binary(Ops.MOD, x)   # noqa: E704
 
     def mod(self, x, reverse=False) -> Tensor:
         """Remainder with the sign of the divisor, as Python's % does."""
@@ -431,8 +385,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             return base.sqrt() if x == 0.5 else base.rsqrt() if x == -0.5 else in_float32(_int_pow)(base, int(x))
         return _Pow.apply(base, exponent)
 
-    def maximum(self, x) -> Tensor:
-        return self._binary(Ops.MAX, x)
+    def maximum(self, x) -> Tensor: return self._binary(Ops.MAX, x)     # noqa: E704
 
     def minimum(self, x) -> Tensor:
         a, b = self._to_operand(x)
@@ -447,7 +400,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         cond = self if self.dtype == dtypes.bool else self != 0
         if isinstance(x, Tensor) or isinstance(y, Tensor):
             ref = x if isinstance(x, Tensor) else y
-            x, y = ref._to_operand(x if isinstance(x, Tensor) else x)[1], ref._to_operand(y)[1]
+            x, y = ref._to_operand(x)[1], ref._to_operand(y)[1]
             x, y = x._to_operand(y)
         else:
             dtype = dtypes.from_py([x, y])
@@ -455,21 +408,17 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if len({cond.device, x.device, y.device}) > 1:
             raise RuntimeError(f"where: the condition is on {cond.device}, the values on {x.device} and {y.device}; "
                                f"move them to one device with .to()")
-        shape = _broadcast_shape(cond.shape, x.shape, y.shape)
+        shape = broadcast_shape(cond.shape, x.shape, y.shape)
         cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
         return Tensor(UOp(Ops.WHERE, x.dtype, (cond.uop, x.uop, y.uop)))
 
     # ---- comparisons and logic ----
-    def _cmp(self, op, x, reverse=False) -> Tensor:
-        a, b = self._to_operand(x, reverse)
-        return Tensor(a.uop.alu(op, b.uop))
-
     # a >= b is (a > b) | (a == b), not !(a < b): both are False when either side is NaN
-    def __lt__(self, x): return self._cmp(Ops.CMPLT, x)                   # noqa: E704
-    def __gt__(self, x): return self._cmp(Ops.CMPLT, x, reverse=True)     # noqa: E704
+    def __lt__(self, x): return self._binary(Ops.CMPLT, x)                # noqa: E704
+    def __gt__(self, x): return self._binary(Ops.CMPLT, x, reverse=True)  # noqa: E704
     def __ge__(self, x): return (self > x) | (self == x)                  # noqa: E704
     def __le__(self, x): return (self < x) | (self == x)                  # noqa: E704
-    def __ne__(self, x): return self._cmp(Ops.CMPNE, x)                   # noqa: E704
+    def __ne__(self, x): return self._binary(Ops.CMPNE, x)                # noqa: E704
     def __eq__(self, x): return (self != x).logical_not()                 # noqa: E704
     def eq(self, x) -> Tensor: return self == x                           # noqa: E704
     def ne(self, x) -> Tensor: return self != x                           # noqa: E704
@@ -483,28 +432,19 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
         return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
 
-    def logical_not(self) -> Tensor:
-        return self.cast(dtypes.bool)._binary(Ops.XOR, True)
+    def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.XOR, True)  # noqa: E704
 
-    def bitwise_and(self, x) -> Tensor:
-        return self._binary(Ops.AND, x)
-
-    def bitwise_or(self, x) -> Tensor:
-        return self._binary(Ops.OR, x)
-
-    def bitwise_xor(self, x) -> Tensor:
-        return self._binary(Ops.XOR, x)
+    def bitwise_and(self, x) -> Tensor: return self._binary(Ops.AND, x)    # noqa: E704
+    def bitwise_or(self, x) -> Tensor: return self._binary(Ops.OR, x)      # noqa: E704
+    def bitwise_xor(self, x) -> Tensor: return self._binary(Ops.XOR, x)    # noqa: E704
 
     def bitwise_not(self) -> Tensor:
         if self.dtype == dtypes.bool:
             return self.logical_not()
         return self ^ (-1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
 
-    def lshift(self, x: int) -> Tensor:
-        return self._shift(Ops.SHL, x)
-
-    def rshift(self, x: int) -> Tensor:
-        return self._shift(Ops.SHR, x)
+    def lshift(self, x: int) -> Tensor: return self._shift(Ops.SHL, x)     # noqa: E704
+    def rshift(self, x: int) -> Tensor: return self._shift(Ops.SHR, x)     # noqa: E704
 
     def _shift(self, op: Ops, x) -> Tensor:
         if not dtypes.is_int(self.dtype) or (isinstance(x, Tensor) and not dtypes.is_int(x.dtype)) or \
@@ -512,14 +452,12 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             raise TypeError(f"shifts are for integers: got {self.dtype} and {getattr(x, 'dtype', type(x).__name__)}")
         return self._binary(op, x)
 
-    def isnan(self) -> Tensor:
-        return self != self
+    def isnan(self) -> Tensor: return self != self                      # noqa: E704
 
     def isinf(self, detect_positive=True, detect_negative=True) -> Tensor:
         return ((self == math.inf) & detect_positive) | ((self == -math.inf) & detect_negative)
 
-    def isfinite(self) -> Tensor:
-        return (self.isinf() | self.isnan()).logical_not()
+    def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()  # noqa: E704
 
     # ---- reductions ----
     def _axis(self, axis, extra: int = 0) -> int:
@@ -570,8 +508,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
         return (self.cast(dtype) if dtype is not None else self)._reduce(Ops.MUL, axis, keepdim)
 
-    def max(self, axis=None, keepdim=False) -> Tensor:
-        return self._reduce(Ops.MAX, axis, keepdim)
+    def max(self, axis=None, keepdim=False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)  # noqa: E704
 
     def min(self, axis=None, keepdim=False) -> Tensor:
         return self._flip_order().max(axis, keepdim)._flip_order()
@@ -582,7 +519,11 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         count = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
         if is_symbolic(count):
             return x.sum(axis, keepdim) / count
-        return x.sum(axis, keepdim) * (1 / count if count else math.nan)
+        # one correction rounds sum / count once, as PyTorch's division: a constant row's mean is its value, also
+        # where a backend fuses x - sum * (1 / count) into an FMA (x - x.mean() of [-1, -1, -1] was 3e-8)
+        total, inverse = x.sum(axis, keepdim), (1 / count if count else math.nan)
+        fix = (total - total * inverse * count) * inverse
+        return total * inverse + fix.isfinite().where(fix, 0)
 
     @in_float32                      # (the squares would overflow 16 bits)
     def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
@@ -623,11 +564,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             is_max = is_max | x.isnan()
         return (n - (is_max * countdown).max(axis, keepdim)).cast(dtypes.int32)
 
-    def argmax(self, axis=None, keepdim=False) -> Tensor:
-        return self._arg_extreme(axis, keepdim, True)
-
-    def argmin(self, axis=None, keepdim=False) -> Tensor:
-        return self._arg_extreme(axis, keepdim, False)
+    def argmax(self, axis=None, keepdim=False) -> Tensor: return self._arg_extreme(axis, keepdim, True)   # noqa: E704
+    def argmin(self, axis=None, keepdim=False) -> Tensor: return self._arg_extreme(axis, keepdim, False)  # noqa: E704
 
     def logsumexp(self, axis=None, keepdim=False) -> Tensor:
         x = self._float()
@@ -649,24 +587,17 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         shifted = self._float() - self.max(axis, keepdim=True).detach()
         return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
-    def softmin(self, axis=-1) -> Tensor:
-        return (-self._float()).softmax(axis)
+    def softmin(self, axis=-1) -> Tensor: return (-self._float()).softmax(axis)  # noqa: E704
 
     def cumsum(self, axis: int = 0) -> Tensor:
         """Running sum along axis (a reduce over a lower-triangular mask: n^2 work, fine for moderate n)."""
         if self.ndim == 0:             # a 0-d running total is itself (axis 0 or -1)
             self._axis(axis)
             return self
-        axis = self._axis(axis)
-        n = self.shape[axis]
+        axis, mask = self._prefixes(axis)
         x = self.transpose(axis, -1)
-        if x.dtype == dtypes.bool or (dtypes.is_int(x.dtype) and x.dtype.itemsize < 4):   # as sum() adds them up
-            x = x.cast(dtypes.uint32 if dtypes.is_unsigned(x.dtype) else dtypes.default_int)
-        positions = Tensor.arange(n, device=self.device)
-        mask = positions.reshape(n, 1) >= positions.reshape(1, n)
-        # a selection, not a product with the mask: inf * 0 would be NaN
-        out = mask.where(x.unsqueeze(-2), 0).sum(-1)
-        return out.transpose(axis, -1)
+        # a selection, not a product with the mask: inf * 0 would be NaN (sum() widens bools and small ints)
+        return mask.where(x.unsqueeze(-2), 0).sum(-1).transpose(axis, -1)
 
     def logcumsumexp(self, axis: int = 0) -> Tensor:
         """log(cumsum(exp(x))) without overflow: each prefix is a logsumexp of its own (so a prefix far below the
@@ -674,10 +605,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if self.ndim == 0:
             self._axis(axis)
             return self._float()
-        axis = self._axis(axis)
-        n = self.shape[axis]
-        positions = Tensor.arange(n, device=self.device)
-        mask = positions.reshape(n, 1) >= positions.reshape(1, n)
+        axis, mask = self._prefixes(axis)
         x = self._float().transpose(axis, -1).unsqueeze(-2)
         return mask.where(x, -math.inf).logsumexp(-1).transpose(axis, -1)
 
@@ -685,11 +613,15 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if self.ndim == 0:             # a 0-d running total is itself (axis 0 or -1)
             self._axis(axis)
             return self
-        axis = self._axis(axis)
-        n = self.shape[axis]
+        axis, lower = self._prefixes(axis)
         x = self.transpose(axis, -1)
-        lower = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(n, device=self.device).reshape(1, n)
         return lower.where(x.unsqueeze(-2), 1).cast(x.dtype).prod(-1).transpose(axis, -1)
+
+    def _prefixes(self, axis) -> tuple[int, Tensor]:
+        """axis (checked) and the (n, n) mask of the running totals along it: row i marks the positions 0..i."""
+        axis = self._axis(axis)
+        positions = Tensor.arange(n := self.shape[axis], device=self.device)
+        return axis, positions.reshape(n, 1) >= positions.reshape(1, n)
 
     # ---- movement ----
     def reshape(self, shape, *args) -> Tensor:
@@ -722,8 +654,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             raise ValueError(f"can't reshape {self.shape} ({old} elements) to {shape} ({new} elements)")
         return self if shape == self.shape else Tensor(self.uop.reshape(shape))
 
-    def view(self, *shape) -> Tensor:
-        return self.reshape(*shape)
+    def view(self, *shape) -> Tensor: return self.reshape(*shape)       # noqa: E704
 
     def permute(self, order, *args) -> Tensor:
         given = argfix(order, *args)
@@ -824,8 +755,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             raise ValueError(f"shrink bounds {bounds} don't fit shape {self.shape}")
         return Tensor(self.uop.shrink(bounds))
 
-    def flip(self, axis, *args) -> Tensor:
-        return Tensor(self.uop.flip(self._axes(argfix(axis, *args))))
+    def flip(self, axis, *args) -> Tensor: return Tensor(self.uop.flip(self._axes(argfix(axis, *args))))  # noqa: E704
 
     def transpose(self, dim0=1, dim1=0) -> Tensor:
         dim0, dim1 = self._axis(dim0), self._axis(dim1)
@@ -914,13 +844,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             sizes = [min(sizes, self.shape[dim] - i) for i in range(0, max(1, self.shape[dim]), max(1, sizes))]
         if sum(sizes) != self.shape[dim]:
             raise ValueError(f"split sizes {list(sizes)} don't add up to {self.shape[dim]} (dim {dim} of {self.shape})")
-        out, start = [], 0
-        for size in sizes:
-            bounds = [(0, s) for s in self.shape]
-            bounds[dim] = (start, start + size)
-            out.append(self.shrink(tuple(bounds)))
-            start += size
-        return out
+        starts = itertools.accumulate(sizes, initial=0)
+        return [self.shrink(tuple((start, start + size) if d == dim else None for d in range(self.ndim)))
+                for start, size in zip(starts, sizes)]
 
     def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
         dim = self._axis(dim)
@@ -946,12 +872,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         return one_hot.where(values, 0).sum(-1, dtype=self.dtype)
 
     # ---- indexing ----
-    def __getitem__(self, indices) -> Tensor:
-        from tinygrad_core.indexing import getitem
-        return getitem(self, indices)
+    def __getitem__(self, indices) -> Tensor: return getitem(self, indices)  # noqa: E704
 
     def __setitem__(self, indices, value):
-        from tinygrad_core.indexing import setitem
         setitem(self, indices, value)
 
     # ---- linear algebra ----
@@ -982,8 +905,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         panels = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
         return (self.reshape(*self.shape[:-1], 1, k, 1) * panels).sum(-2).reshape(*self.shape[:-1], n)
 
-    def matmul(self, x: Tensor, reverse=False) -> Tensor:
-        return x.dot(self) if reverse else self.dot(x)
+    def matmul(self, x: Tensor, reverse=False) -> Tensor: return x.dot(self) if reverse else self.dot(x)  # noqa: E704
 
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         x = self * weight if weight.ndim == 1 else self.dot(weight)
@@ -991,33 +913,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
 
     @staticmethod
     def einsum(formula: str, *operands) -> Tensor:
-        from tinygrad_core.indexing import einsum
         return einsum(formula, *argfix(*operands))
 
-    # ---- Python operators ----
+    # ---- Python operators (the binary ones and their reflected forms are set from _OPERATORS, below the class) ----
     def __neg__(self): return self.neg()                            # noqa: E704
-    def __add__(self, x): return self.add(x)                        # noqa: E704
-    def __radd__(self, x): return self.add(x, True)                 # noqa: E704
-    def __sub__(self, x): return self.sub(x)                        # noqa: E704
-    def __rsub__(self, x): return self.sub(x, True)                 # noqa: E704
-    def __mul__(self, x): return self.mul(x)                        # noqa: E704
-    def __rmul__(self, x): return self.mul(x, True)                 # noqa: E704
-    def __truediv__(self, x): return self.div(x)                    # noqa: E704
-    def __rtruediv__(self, x): return self.div(x, True)             # noqa: E704
-    def __floordiv__(self, x): return self.floordiv(x)              # noqa: E704
-    def __rfloordiv__(self, x): return self.floordiv(x, True)       # noqa: E704
-    def __mod__(self, x): return self.mod(x)                        # noqa: E704
-    def __rmod__(self, x): return self.mod(x, True)                 # noqa: E704
-    def __pow__(self, x): return self.pow(x)                        # noqa: E704
-    def __rpow__(self, x): return self.pow(x, True)                 # noqa: E704
-    def __matmul__(self, x): return self.matmul(x)                  # noqa: E704
-    def __rmatmul__(self, x): return self.matmul(x, True)           # noqa: E704
-    def __and__(self, x): return self.bitwise_and(x)                # noqa: E704
-    def __rand__(self, x): return self.bitwise_and(x)               # noqa: E704
-    def __or__(self, x): return self.bitwise_or(x)                  # noqa: E704
-    def __ror__(self, x): return self.bitwise_or(x)                 # noqa: E704
-    def __xor__(self, x): return self.bitwise_xor(x)                # noqa: E704
-    def __rxor__(self, x): return self.bitwise_xor(x)               # noqa: E704
     def __invert__(self): return self.bitwise_not()                 # noqa: E704
     def __lshift__(self, x): return self.lshift(x)                  # noqa: E704
     def __rshift__(self, x): return self.rshift(x)                  # noqa: E704
@@ -1038,29 +937,42 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     # ---- transparency ----
     def graph(self) -> str:
         """A readable text dump of the lazy graph behind this tensor."""
-        from tinygrad_core.debug import graph_text
         return graph_text(self.uop)
 
     def to_dot(self) -> str:
         """The lazy graph as Graphviz DOT source."""
-        from tinygrad_core.debug import graph_dot
         return graph_dot(self.uop)
+
+
+# a + b calls a.add(b), and the reflected 2 + a calls a.add(2, True); &, | and ^ don't depend on the order
+_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floordiv", "mod": "mod",
+              "pow": "pow", "matmul": "matmul", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor"}
+
+
+def _operator(method: str, reverse: bool):
+    if reverse:
+        return lambda self, x: getattr(self, method)(x, True)
+    return lambda self, x: getattr(self, method)(x)
+
+
+for _name, _method in _OPERATORS.items():
+    setattr(Tensor, f"__{_name}__", _operator(_method, reverse=False))
+    setattr(Tensor, f"__r{_name}__", _operator(_method, reverse=not _method.startswith("bitwise_")))
 
 
 def _int_pow(base: Tensor, exponent) -> Tensor:
     """Integer powers by squaring, over the exponent's bits (a Python int unrolls; a tensor takes every bit). As in
     PyTorch, b ** -n is 0 unless |b| is 1; a negative Python exponent raises."""
     base = base.cast(dtypes.default_int) if base.dtype == dtypes.bool else base
+    out, square = base.ones_like(), base
     if isinstance(exponent, int):
         if exponent < 0:
             raise RuntimeError(f"integers to negative integer powers are not allowed (exponent {exponent}); "
                                f"use a float tensor")
-        out, square = base.ones_like(), base
         while exponent:
             out, square, exponent = (out * square if exponent & 1 else out), square * square, exponent >> 1
         return out
     exponent = exponent.cast(base.dtype)
-    out, square = base.ones_like(), base
     for bit in range(8 * base.dtype.itemsize - 1):
         out = ((exponent >> bit) & 1).where(out * square, out)
         square = square * square
@@ -1112,8 +1024,9 @@ def _expand_ellipsis(groups: list[list[str]], covered: int) -> list[list[str]]:
     return out
 
 
-def _reaches(targets: set[UOp], stop=frozenset()):
-    """A memoized test "does this graph contain a node of targets?" that doesn't look below ops in stop. One memo
+def _reaches(targets: set[UOp], stop=frozenset(), floats_only=False):
+    """A memoized test "does this graph contain a node of targets?" that doesn't look below ops in stop (nor below
+    nodes that aren't floating point, with floats_only: no gradient flows through those). One memo
     serves every graph asked about: the graphs of live tensors overlap (gradients share the forward pass)."""
     memo: dict[UOp, bool] = {}
 
@@ -1123,7 +1036,7 @@ def _reaches(targets: set[UOp], stop=frozenset()):
             u, sources_done = stack.pop()
             if u in memo:
                 continue
-            if u in targets or u.op in stop or not u.src:
+            if u in targets or u.op in stop or not u.src or floats_only and not dtypes.is_float(u.dtype):
                 memo[u] = u in targets
             elif sources_done:
                 memo[u] = any(memo[s] for s in u.src)
@@ -1138,7 +1051,7 @@ def _graph_keeper():
     """A test for "does backward() still need this tensor's graph": it reaches a tensor that requires a gradient
     (other than through a DETACH), and isn't itself such a leaf."""
     grad_leaves = {t.uop for t in list(Tensor._grad_tensors)}
-    reaches = _reaches(grad_leaves, stop={Ops.DETACH})
+    reaches = _reaches(grad_leaves, stop={Ops.DETACH, Ops.ASSIGN}, floats_only=True)    # (no gradient flows there)
     return lambda t: bool(grad_leaves) and not t.requires_grad and reaches(t.uop)
 
 

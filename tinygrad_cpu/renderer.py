@@ -178,7 +178,7 @@ class KernelWriter:
         # the SLP vectoriser puts its accumulators side by side in a vector instead)
         short = {loop for loop in loop_of.values() if loop.src[0].op is Ops.CONST and
                  loop.src[0].arg < self.simd_width // 4}
-        updates = {u.src[1] for u in self.uops if u.op is Ops.ASSIGN and u in loop_of and
+        updates = {u.src[1] for u in self.uops if u.op is Ops.UPDATE_ACC and u in loop_of and
                    loop_of[u] not in strided | short}
         return strides, updates
 
@@ -259,7 +259,7 @@ class KernelWriter:
             self.allocas.append(f"  {slot} = alloca {REGISTER_TYPE[dt]}")
             self.lines.append(f"  store {REGISTER_TYPE[dt]} {self.value(u.src[0])}, ptr {slot}")
             self.values[u] = slot
-        elif op is Ops.ASSIGN:
+        elif op is Ops.UPDATE_ACC:
             self.lines.append(f"  store {REGISTER_TYPE[dt]} {self.value(u.src[1])}, ptr {self.values[u.src[0]]}")
         elif op is Ops.LOAD:
             self.values[u] = self.load(u)

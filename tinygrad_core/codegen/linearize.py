@@ -1,6 +1,6 @@
 """Kernel graph -> linear program: the ordered list of kernel ops a renderer turns into source.
 
-REDUCE nodes become DEFINE_ACC + RANGE ... ASSIGN ... ENDRANGE; reduces over the same ranges share one loop (that
+REDUCE nodes become DEFINE_ACC + RANGE ... UPDATE_ACC ... ENDRANGE; reduces over the same ranges share one loop (that
 is what makes upcasting a register tile). Each op is placed in the outermost loop its inputs allow, so work that
 does not depend on a loop counter is done once, outside that loop."""
 from __future__ import annotations
@@ -111,4 +111,4 @@ class Linearizer:
         self.depth_of[acc] = inner
         update = self.emit(self.rewrite(UOp(op, acc.dtype, (acc, value))))
         self.depth_of[acc] = outer
-        return self.place(UOp(Ops.ASSIGN, acc.dtype, (acc, update)), inner)
+        return self.place(UOp(Ops.UPDATE_ACC, acc.dtype, (acc, update)), inner)

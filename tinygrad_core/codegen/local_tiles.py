@@ -191,7 +191,7 @@ def program(ast: UOp, plan: LocalTilePlan, renderer) -> tuple[list[UOp], tuple, 
             for dtype in plan.casts:
                 product = product.cast(dtype)
             sums[a] = UOp(Ops.ADD, plan.reduce.dtype, (sums[a], product))
-    updates = tuple(lin.place(UOp(Ops.ASSIGN, acc.dtype, (acc, emit(total))), len(lin.scopes) - 1)
+    updates = tuple(lin.place(UOp(Ops.UPDATE_ACC, acc.dtype, (acc, emit(total))), len(lin.scopes) - 1)
                     for acc, total in zip(accs, sums))
     # every thread must be done reading the tiles before the next step overwrites them
     lin.place(UOp(Ops.BARRIER, dtypes.void, updates), len(lin.scopes) - 1)

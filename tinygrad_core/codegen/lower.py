@@ -47,7 +47,7 @@ class Lowerer:
             raise NotImplementedError(f"can't lower {node.op} inside a kernel (the scheduler should have cut it out)")
         return rule(self, node, idxs, valids)
 
-    def _lower_load(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+    def _lower_input(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
         return tuple(UOp(Ops.CONST, node.dtype, (), 0) if sym.is_const(v) and v.arg is False else
                      UOp(Ops.LOAD, node.dtype, (node.src[0], idx[0]) + (() if v is None else (v,)))
                      for idx, v in zip(idxs, valids))
@@ -134,7 +134,7 @@ class Lowerer:
         return self.lower(node.src[0], idxs, valids)
 
     # how each op of a kernel AST lowers (the scheduler cuts every other op out of kernels)
-    RULES = {Ops.LOAD: _lower_load, Ops.CONST: _lower_const, Ops.REDUCE_AXIS: _lower_reduce, Ops.GATHER: _lower_gather,
+    RULES = {Ops.INPUT: _lower_input, Ops.CONST: _lower_const, Ops.REDUCE_AXIS: _lower_reduce, Ops.GATHER: _lower_gather,
              Ops.PAD: _lower_pad, Ops.DEFINE_VAR: lambda _, node, idxs, __: (node,) * len(idxs),
              **dict.fromkeys(GroupOp.ELEMENTWISE, _lower_elementwise),
              **dict.fromkeys((Ops.CONTIGUOUS, Ops.DETACH, Ops.CUSTOM), _lower_through),

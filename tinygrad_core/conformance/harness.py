@@ -138,8 +138,8 @@ def host_dtype(dt: DType):
 
 
 def kernel_ast(op: Ops, out_dtype: DType, in_dtypes: list[DType], size: int, arg=None) -> UOp:
-    """SINK(STORE(out, op(LOAD in1, LOAD in2, ...))): one op alone in a kernel, over `size` elements."""
-    loads = [UOp(Ops.LOAD, dt, (UOp(Ops.DEFINE_GLOBAL, dt, (), i + 1),), size) for i, dt in enumerate(in_dtypes)]
+    """SINK(STORE(out, op(INPUT in1, INPUT in2, ...))): one op alone in a kernel, over `size` elements."""
+    loads = [UOp(Ops.INPUT, dt, (UOp(Ops.DEFINE_GLOBAL, dt, (), i + 1),), size) for i, dt in enumerate(in_dtypes)]
     value = UOp(op, out_dtype, tuple(loads), arg)
     out = UOp(Ops.DEFINE_GLOBAL, out_dtype, (), 0)
     return UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (out, value)),))

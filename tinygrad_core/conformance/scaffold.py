@@ -110,7 +110,7 @@ class ToyRenderer(Renderer):
                 continue
             elif u.op is Ops.DEFINE_ACC:
                 code = args[0]
-            elif u.op is Ops.ASSIGN:                       # the accumulator takes the new value
+            elif u.op is Ops.UPDATE_ACC:                       # the accumulator takes the new value
                 names[u] = args[0]
                 lines.append("    " * depth + f"{args[0]} = {args[1]}")
                 continue

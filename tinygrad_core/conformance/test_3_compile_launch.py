@@ -13,7 +13,7 @@ from tinygrad_core.ops import Ops, UOp
 
 
 def load(position: int, dtype: DType, size: int) -> UOp:
-    return UOp(Ops.LOAD, dtype, (UOp(Ops.DEFINE_GLOBAL, dtype, (), position),), size)
+    return UOp(Ops.INPUT, dtype, (UOp(Ops.DEFINE_GLOBAL, dtype, (), position),), size)
 
 
 def const(dtype: DType, value) -> UOp:

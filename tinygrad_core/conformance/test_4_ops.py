@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tinygrad_core.conformance.harness import assert_conforms, host_dtype, kernel_ast, mismatches, ulp
 from tinygrad_core.dtype import ALL, FLOATS, INTS, UNSIGNED, DType, bf16_to_f32, dtypes, f32_to_bf16
-from tinygrad_core.ops import GroupOp, Ops, cast_array, exec_alu
+from tinygrad_core.ops import GroupOp, Ops, bitcast_array, cast_array, exec_alu
 
 SIZE = 128                     # elements per launch
 SIN_RANGE = 1e4                # SIN is checked on |x| <= this (beyond it, accuracy is range reduction's business)
@@ -243,14 +243,8 @@ BITCAST_CASES = [pytest.param(src, dst, id=f"{src.name}-as-{dst.name}") for src 
                  if src != dst and src.itemsize == dst.itemsize]
 
 
-def reference_bitcast(x: np.ndarray, src: DType, dst: DType) -> np.ndarray:
-    bits = f32_to_bf16(x) if src == dtypes.bfloat16 else x.astype(src.np)
-    out = np.ascontiguousarray(bits).view(dst.np)
-    return bf16_to_f32(out) if dst == dtypes.bfloat16 else out
-
-
 @pytest.mark.parametrize("src, dst", BITCAST_CASES)
 def test_bitcast(dut, src, dst):
     def one_nan(x):      # one NaN bit pattern: hardware may quiet a signalling NaN on the way through
         return np.where(np.isnan(x), np.array(np.nan, dtype=x.dtype), x) if src in FLOATS else x
-    check_conversion(dut, Ops.BITCAST, src, dst, one_nan, lambda x: reference_bitcast(x, src, dst))
+    check_conversion(dut, Ops.BITCAST, src, dst, one_nan, lambda x: bitcast_array(x, src, dst))

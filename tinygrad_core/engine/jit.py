@@ -81,6 +81,36 @@ def _views(tensors) -> list:
     return [(t, realized.get(t.uop, t.uop)) for t in tensors]
 
 
+def plan_memory(recording: list, inputs: set):
+    """Buffers only the recording's compiled kernels use (written before they are read, no live tensor's graph
+    reaching them; a copy or a host-side runner reads a buffer whole, at its own size) share memory: each takes the memory of earlier ones whose last kernel ran before its first
+    (the smallest that is large enough, else the largest, which then grows), as tinygrad's memory planner does.
+    Returns the shared buffers, their memory given back: their values are dead between replays."""
+    nodes = realize.reachable(t.uop for t in list(Tensor._live.values()))
+    live = {r.base.arg[0] for u in nodes if (r := realized.get(u, u)).base.op is Ops.BUFFER} | inputs | \
+        {buf for runner, bufs, _ in recording if not isinstance(runner, realize.CompiledRunner) for buf in bufs}
+    first, last = {}, {}
+    for i, (_, bufs, _) in enumerate(recording):
+        for j, buf in enumerate(bufs):
+            first.setdefault(buf, (i, j))
+            last[buf] = i
+    slots: list[list] = []      # [last kernel, nbytes, buffers]
+    # (a kernel that writes a buffer first may also read it: x.assign(x + 1) reads the value from before the replay)
+    for buf in sorted((b for b, (i, j) in first.items() if j == 0 and b not in live and b not in recording[i][1][1:]),
+                      key=first.__getitem__):
+        free = [s for s in slots if s[0] < first[buf][0] and s[2][0].device == buf.device]
+        fits = [s for s in free if s[1] >= buf.nbytes]
+        slot = min(fits, key=lambda s: s[1]) if fits else max(free, key=lambda s: s[1], default=None)
+        if slot is None:
+            slots.append(slot := [0, 0, []])
+        slot[0], slot[1] = last[buf], max(slot[1], buf.nbytes)
+        slot[2].append(buf)
+    shared = {b: max(bufs, key=lambda b: b.nbytes) for _, _, bufs in slots for b in bufs}
+    for _, bufs, _ in recording:
+        bufs[:] = [shared.get(b, b) for b in bufs]
+    return [buf.deallocate() or buf for buf in dict.fromkeys(shared.values())]
+
+
 @dataclass
 class Capture:
     kernels: list               # (runner, bufs, var_vals)
@@ -92,6 +122,7 @@ class Capture:
     returned_inputs: dict       # id of a returned tensor that was an input -> that input's index
     written: set                # buffers the kernels write, other than the inputs
     viewers: weakref.WeakSet    # the tensors on those buffers (weights, optimizer state, gradients, outputs)
+    planned: list               # buffers only the kernels use (plan_memory), given back after each replay
 
 
 class TinyJit:
@@ -147,7 +178,10 @@ class TinyJit:
         with realize.recorder as recording:
             ret = self.fn(*args, **kwargs)
             Tensor.realize_all(*_tensors_out(ret))
+        for t in _tensors_out(ret):     # (a replay's outputs have no graph either: the activations under it can go)
+            t.uop = realized.get(t.uop, t.uop)
         input_buffers = {buffer_of(t.uop): k for k, t in enumerate(inputs)}
+        planned = plan_memory(recording, set(input_buffers))
         slots = [(i, j, input_buffers[b]) for i, (_, bufs, _) in enumerate(recording) for j, b in enumerate(bufs)
                  if b in input_buffers]
         randoms = [(b, n) for b, n in random_offset_buffers.items() if b not in before]
@@ -158,7 +192,7 @@ class TinyJit:
         viewers = weakref.WeakSet(t for t, view in _views(list(Tensor._live.values())) if (leaf := _leaf(view)) is not None
                                   and leaf.arg[0] in written)
         self.captures[signature] = Capture(recording, slots, ret, randoms, input_buffers, outputs, returned_inputs,
-                                           written, viewers)
+                                           written, viewers, planned)
         if DEBUG >= 1:
             print(f"TinyJit captured {len(recording)} kernels of {getattr(self.fn, '__name__', 'fn')}")
         return ret
@@ -173,6 +207,8 @@ class TinyJit:
             capture.kernels[i][1][j] = new_buffers[k]
         for runner, bufs, var_vals in capture.kernels:
             realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
+        for buf in capture.planned:     # (another TinyJit, an eval after a training step, can use the memory)
+            buf.deallocate()
         # every tensor on a buffer just written (outputs, weights an optimizer updated, an input written in place)
         # shows as a freshly computed one
         _renew(_views([*capture.viewers, *inputs]) + capture.outputs, {bufs[0] for _, bufs, _ in capture.kernels},

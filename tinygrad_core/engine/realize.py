@@ -148,16 +148,59 @@ def launch(runner, bufs: list[Buffer], var_vals: dict | None = None, wait: bool 
     return seconds
 
 
-def run_schedule(schedule: list[ScheduleItem]):
+def reachable(roots, stop=frozenset()) -> set[UOp]:
+    """Every node of the graphs under roots, not looking below nodes in stop (one walk: the graphs overlap)."""
+    seen, stack = set(), list(roots)
+    while stack:
+        if (u := stack.pop()) not in seen:
+            seen.add(u)
+            stack.extend(() if u in stop else u.src)
+    return seen
+
+
+def kept_nodes(schedule: list[ScheduleItem], outs: list[UOp], graphs: list[UOp], live: list) -> set[UOp]:
+    """The nodes whose values may be read after the schedule: outs; all of graphs (outputs keeping theirs for a later
+    backward); and what the other live tensors' graphs read, down to what is computed by now. The tensors a custom
+    op in outs' graphs keeps for its backward go with that graph, and so do their gradients."""
+    computed = {item.node for item in schedule} | set(realized.keys())
+    fns = [vars(u.arg).values() for u in reachable(outs) if u.op is Ops.CUSTOM]
+    held = [t for values in fns for v in values for t in (v if isinstance(v, (tuple, list)) else (v,))]
+    owned = {id(x) for t in held for x in (t, getattr(t, "grad", None))}
+    return reachable(graphs) | reachable((t.uop for t in live if id(t) not in owned), computed) | set(outs)
+
+
+def _frees_after(schedule: list[ScheduleItem], keep: set[UOp]) -> dict[int, list[list[ScheduleItem]]]:
+    """item index -> the items writing each buffer read for the last time there: made by this schedule (first written
+    by an item that isn't an ASSIGN) for nodes none of which are in keep, the nodes whose values may be read later."""
+    last, writers = {}, {}
+    for i, item in enumerate(schedule):
+        last.update((buf, i) for buf in item.bufs)
+        writers.setdefault(item.bufs[0], []).append(item)
+    frees: dict[int, list] = {}
+    for buf, items in writers.items():
+        if items[0].node.op is not Ops.ASSIGN and not any(item.node in keep for item in items):
+            frees.setdefault(last[buf], []).append(items)
+    return frees
+
+
+def run_schedule(schedule: list[ScheduleItem], keep: set[UOp] | None = None):
+    """Run the items in order. With keep (the nodes whose values may be read after this schedule: kept_nodes), a
+    buffer made for any other node is freed right after its last reader: a big graph peaks at the buffers live at
+    once, not at all of them. TinyJit gives such buffers shared memory in its recording (jit.plan_memory)."""
     if DEBUG >= 3 and schedule:
         print(f"schedule: {len(schedule)} items\n" + graph_roots_in_order(schedule))
     started = time.perf_counter()
     compile_new_kernels(schedule)
-    for item in schedule:
+    frees = _frees_after(schedule, keep) if keep is not None else {}
+    for i, item in enumerate(schedule):
         runner = runner_for(item)
         seconds = launch(runner, item.bufs, item.var_vals, wait=DEBUG >= 2)
         realized[item.node] = item.becomes
         recorder.record(runner, item.bufs, item.var_vals)
+        for done in frees.get(i, ()):
+            done[0].bufs[0].deallocate()
+            for writer in done:                 # (built again, the node is computed again)
+                realized.pop(writer.node, None)
         if DEBUG >= 2:
             GlobalCounters.time_sum_s += seconds or 0
             shape = "x".join(map(repr, item.node.shape)) or "scalar"
@@ -194,7 +237,7 @@ def count_work(uops: list[UOp], global_size, local_size) -> int:
 
 
 def _bytes_moved(ast: UOp) -> int:
-    loads = {u.src[0]: u for u in ast.toposort() if u.op is Ops.LOAD}
+    loads = {u.src[0]: u for u in ast.toposort() if u.op is Ops.INPUT}
     out = ast.src[0]
     return sum(sym.max_value(u.arg) * u.dtype.itemsize for u in loads.values()) + \
         sym.max_value(prod(out.src[1].shape)) * out.src[0].dtype.itemsize

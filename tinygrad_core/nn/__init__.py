@@ -24,6 +24,11 @@ def _filled(shape, value: float, dtype=dtypes.float32, requires_grad: bool | Non
     return Tensor(np.full(make_tuple(shape, 1), value, dtype=np.float32), dtype=dtype, requires_grad=requires_grad)
 
 
+def _check_groups(cin: int, cout: int, groups: int):
+    if cin % groups or cout % groups:
+        raise ValueError(f"in_channels ({cin}) and out_channels ({cout}) must both be divisible by groups ({groups})")
+
+
 def _uniform_bias(size: int, fan_in: int) -> Tensor:
     bound = 1 / math.sqrt(fan_in)
     return Tensor.uniform(size, low=-bound, high=bound)
@@ -47,9 +52,7 @@ class Conv2d(Layer):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
                  groups: int = 1, bias: bool = True):
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible "
-                             f"by groups ({groups})")
+        _check_groups(in_channels, out_channels, groups)
         self.kernel_size = make_tuple(kernel_size, self.dims)
         self.stride, self.dilation, self.groups = stride, dilation, groups
         self.padding = self._same_padding(padding) if isinstance(padding, str) else padding
@@ -82,9 +85,7 @@ class ConvTranspose2d(Layer):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                  dilation=1, groups: int = 1, bias: bool = True):
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible "
-                             f"by groups ({groups})")
+        _check_groups(in_channels, out_channels, groups)
         self.kernel_size = make_tuple(kernel_size, self.dims)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.dilation, self.groups = dilation, groups

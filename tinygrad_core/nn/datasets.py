@@ -188,5 +188,4 @@ class Batches:
 
 
 __all__ = ["data_dir", "read_idx", "load_mnist", "mnist", "load_cifar10", "cifar10", "cifar", "random_crop",
-           "random_flip",
-           "Batches"]
+           "random_flip", "Batches"]

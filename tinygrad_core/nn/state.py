@@ -18,7 +18,7 @@ import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.helpers import all_int, prod
-from tinygrad_core.schedule import buffer_of, buffer_uop
+from tinygrad_core.schedule import buffer_uop
 from tinygrad_core.tensor import Tensor
 
 # safetensors dtype codes (https://github.com/huggingface/safetensors, "format" section)
@@ -110,11 +110,7 @@ def _host_bytes(t: Tensor) -> np.ndarray:
     """t's elements as a contiguous host array in its own dtype (bfloat16 as raw uint16 bits), little-endian."""
     if t.numel() == 0:
         return np.zeros((0,), dtype=t.dtype.np)
-    t.realize()
-    buf = buffer_of(t.uop)
-    if buf is None:      # a view that isn't the whole buffer: copy it out contiguously first
-        buf = buffer_of(t.contiguous().realize().uop)
-    return buf.numpy().astype(t.dtype.np.newbyteorder("<"), copy=False)
+    return t._whole_buffer().numpy().astype(t.dtype.np.newbyteorder("<"), copy=False)
 
 
 def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
@@ -262,7 +258,5 @@ def torch_load(fn: Tensor | str | os.PathLike, device: str | None = None):
     return WeightsUnpickler(io.BytesIO(archive.read(pickles[0]))).load()
 
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
-           "torch_load", "zip_extract", "tar_extract"]
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
            "torch_load", "zip_extract", "tar_extract"]

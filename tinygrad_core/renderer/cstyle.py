@@ -180,7 +180,7 @@ class CKernel:
         self.emit(f"{self.local_prefix}{self.type_name(u.dtype)} {u.arg[0]}[{u.arg[1]}];")
         return u.arg[0]
 
-    def assign(self, u: UOp, src: list[str]) -> str:
+    def update_acc(self, u: UOp, src: list[str]) -> str:
         self.emit(f"{src[0]} = {src[1]};")
         return src[0]
 
@@ -361,7 +361,7 @@ class CKernel:
         Ops.CONST: lambda w, u, src: w.render_const(u.arg, u.dtype), Ops.SPECIAL: special,
         Ops.RANGE: open_loop, Ops.ENDRANGE: close_loop,
         Ops.DEFINE_ACC: lambda w, u, src: w.declare("acc", u.dtype, src[0]),
-        Ops.ASSIGN: assign, Ops.DEFINE_LOCAL: define_local, Ops.BARRIER: lambda w, u, src: w.emit(w.barrier),
+        Ops.UPDATE_ACC: update_acc, Ops.DEFINE_LOCAL: define_local, Ops.BARRIER: lambda w, u, src: w.emit(w.barrier),
         Ops.LOAD: load, Ops.STORE: store,
         Ops.CAST: lambda w, u, src: w.declare("cast", u.dtype, w.render_cast(src[0], u.src[0].dtype, u.dtype)),
         Ops.BITCAST: lambda w, u, src: w.declare("cast", u.dtype, w.render_bitcast(src[0], u.src[0].dtype, u.dtype)),

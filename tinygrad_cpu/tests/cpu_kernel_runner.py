@@ -8,8 +8,8 @@ from tinygrad_core.ops import Ops, UOp
 
 
 def elementwise_ast(op: Ops, out_dtype: DType, in_dtypes: list[DType], size: int) -> UOp:
-    """SINK(STORE(out, op(LOAD(in1), LOAD(in2), ...))): the AST the scheduler makes for one elementwise op."""
-    loads = tuple(UOp(Ops.LOAD, dt, (UOp(Ops.DEFINE_GLOBAL, dt, (), i + 1),), size) for i, dt in enumerate(in_dtypes))
+    """SINK(STORE(out, op(INPUT(in1), INPUT(in2), ...))): the AST the scheduler makes for one elementwise op."""
+    loads = tuple(UOp(Ops.INPUT, dt, (UOp(Ops.DEFINE_GLOBAL, dt, (), i + 1),), size) for i, dt in enumerate(in_dtypes))
     value = UOp(op, out_dtype, loads)
     return UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, out_dtype, (), 0), value)),))
 

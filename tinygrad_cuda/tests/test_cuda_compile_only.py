@@ -35,8 +35,8 @@ def compiler():
 
 
 def one_op_ast(op: Ops, out_dtype, in_dtypes, size: int = 37) -> UOp:
-    """SINK(STORE(out, op(LOAD(in1), ...))): the AST the scheduler makes for one elementwise op."""
-    loads = tuple(UOp(Ops.LOAD, dt, (UOp(Ops.DEFINE_GLOBAL, dt, (), i + 1),), size) for i, dt in enumerate(in_dtypes))
+    """SINK(STORE(out, op(INPUT(in1), ...))): the AST the scheduler makes for one elementwise op."""
+    loads = tuple(UOp(Ops.INPUT, dt, (UOp(Ops.DEFINE_GLOBAL, dt, (), i + 1),), size) for i, dt in enumerate(in_dtypes))
     value = UOp(op, out_dtype, loads)
     return UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, out_dtype, (), 0), value)),))
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 from tinygrad_core.device import Allocator, Compiled, Compiler, CompileError, Program
 from tinygrad_core.dtype import BY_NAME, dtypes, bf16_to_f32, f32_to_bf16
-from tinygrad_core.ops import Ops, GroupOp, exec_alu, cast_array
+from tinygrad_core.ops import Ops, GroupOp, bitcast_array, exec_alu, cast_array
 from tinygrad_core.renderer import Renderer
 
 
@@ -148,7 +148,7 @@ class Launch:
     def define_acc(self, dtype, src, arg, args):
         return args[0]
 
-    def assign(self, dtype, src, arg, args):
+    def update_acc(self, dtype, src, arg, args):
         self.values[src[0]] = args[1]
 
     # ---- memory: the kernel's buffers, and local arrays (a row per thread group) ----
@@ -173,9 +173,7 @@ class Launch:
 
     # ---- values ----
     def bitcast(self, dtype, src, arg, args):
-        source = args[0] if self.uops[src[0]][1] != dtypes.bfloat16 else f32_to_bf16(args[0])
-        out = np.ascontiguousarray(source).view(dtype.np)
-        return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
+        return bitcast_array(args[0], self.uops[src[0]][1], dtype)
 
     def cast(self, dtype, src, arg, args):
         return cast_array(args[0], dtype)
@@ -203,7 +201,7 @@ class Launch:
 
     OPS = {Ops.DEFINE_GLOBAL: "define_global", Ops.DEFINE_VAR: "define_var", Ops.SPECIAL: "special",
            Ops.CONST: "const", Ops.RANGE: "open_loop", Ops.ENDRANGE: "close_loop", Ops.DEFINE_ACC: "define_acc",
-           Ops.ASSIGN: "assign", Ops.DEFINE_LOCAL: "define_local", Ops.BARRIER: "barrier", Ops.LOAD: "load",
+           Ops.UPDATE_ACC: "update_acc", Ops.DEFINE_LOCAL: "define_local", Ops.BARRIER: "barrier", Ops.LOAD: "load",
            Ops.STORE: "store", Ops.BITCAST: "bitcast", Ops.CAST: "cast", Ops.WMMA_ACC: "wmma_acc", Ops.WMMA: "wmma",
            Ops.WMMA_STORE: "wmma_store"}
 
