@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from tinygrad_core.device import Device, CompileError
 from tinygrad_core.dtype import dtypes
+from tinygrad_core.helpers import Context
 from tinygrad_core.ops import Ops
 from tinygrad_cpu.compiler import LLVMCompiler, split_binary
 from tinygrad_cpu.runtime import CPUProgram
@@ -83,15 +84,15 @@ def test_disk_cache_reuses_binaries(tmp_path, monkeypatch):
     assert list(tmp_path.rglob("*")) == entries            # the second run compiled nothing new
 
 
-def test_a_batch_compiles_on_several_processes_to_the_same_binaries(monkeypatch):
-    monkeypatch.setenv("TINYGRAD_CPU_THREADS", "2")
+@Context(TINYGRAD_CPU_THREADS=2)
+def test_a_batch_compiles_on_several_processes_to_the_same_binaries():
     compiler = LLVMCompiler()
     sources = [GOOD.replace("1.0", f"{i}.0") for i in range(3)]
     assert compiler.compile_many(sources) == [compiler.compile(src) for src in sources]
 
 
-def test_a_bad_kernel_in_a_batch_raises_compile_error_with_its_source(monkeypatch):
-    monkeypatch.setenv("TINYGRAD_CPU_THREADS", "2")
+@Context(TINYGRAD_CPU_THREADS=2)
+def test_a_bad_kernel_in_a_batch_raises_compile_error_with_its_source():
     bad = GOOD.replace("fadd float %x, 1.0", "fadd float %x, %undefined_value")
     with pytest.raises(CompileError) as info:
         LLVMCompiler().compile_many([GOOD, bad])

@@ -1,8 +1,10 @@
 """Host memory and launches: the allocator's copies and views, and thread splitting that gives the same result as
 one thread."""
+import os
 import numpy as np
 import pytest
 from tinygrad_core import Tensor
+from tinygrad_core.helpers import Context
 from tinygrad_core.device import Device
 from tinygrad_cpu import runtime
 
@@ -26,36 +28,93 @@ def test_memory_used_counts_live_buffers():
     del t
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("threads", [2, 3])
 def test_thread_split_gives_identical_results(threads, monkeypatch):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((96, 80), dtype=np.float32), rng.standard_normal((80, 72), dtype=np.float32)
-    monkeypatch.setattr(runtime, "MIN_WORK_PER_THREAD", 1)          # split even this small kernel
-    monkeypatch.setenv("TINYGRAD_CPU_THREADS", str(threads))
+    monkeypatch.setattr(runtime._Launcher, "_wake_cost", 1e-12)          # split even these small kernels
+    splits = []
+    monkeypatch.setattr(runtime._Launcher, "split", lambda *a, split=runtime._Launcher.split: splits.append(1) or split(*a))
 
     def compute():
         x, y = Tensor(a, device="CPU"), Tensor(b, device="CPU")
         return ((x @ y).relu().sum(axis=1) + x.max(axis=1)).numpy()
-    got = compute()
-    monkeypatch.setenv("TINYGRAD_CPU_THREADS", "1")
-    np.testing.assert_array_equal(got, compute())
+    with Context(TINYGRAD_CPU_THREADS=1):
+        expected = compute()
+    with Context(TINYGRAD_CPU_THREADS=threads):
+        for _ in range(runtime.PROBES + 1):         # the first launches are timed on one thread, the last is split
+            np.testing.assert_array_equal(compute(), expected)
+    assert splits
 
 
-def test_slices_cover_the_range_once():
+def fake_program(one_thread_s: dict[int, float]) -> runtime.CPUProgram:
     program = runtime.CPUProgram.__new__(runtime.CPUProgram)
-    program.work_per_index = 10 ** 6
-    for size in (1, 2, 7, 1000, 1001):
-        covered = [i for start, end in program.slices(size) for i in range(start, end)]
-        assert covered == list(range(size))
+    program.one_thread = {size: [s] * runtime.PROBES for size, s in one_thread_s.items()}
+    program.plans = {}
+    return program
 
 
-def test_small_kernels_run_on_one_thread(monkeypatch):
-    monkeypatch.setenv("TINYGRAD_CPU_THREADS", "8")
-    program = runtime.CPUProgram.__new__(runtime.CPUProgram)
-    program.work_per_index = 1
-    assert len(program.slices(100)) == 1
-    program.work_per_index = 10 ** 5
-    assert len(program.slices(100)) == 8
+def test_slices_cover_the_range_once(monkeypatch):
+    monkeypatch.setattr(runtime._Launcher, "_wake_cost", 1e-6)
+    sizes = (1, 2, 7, 1000, 1001)
+    program = fake_program({size: 1.0 for size in sizes})
+    with Context(TINYGRAD_CPU_THREADS=8):
+        for size in sizes:
+            covered = [i for start, end in program.slices(size) for i in range(start, end)]
+            assert covered == list(range(size))
+
+
+def test_each_threads_share_pays_twice_for_waking_it(monkeypatch):
+    monkeypatch.setattr(runtime._Launcher, "_wake_cost", 10e-6)
+    program = fake_program({100: 15e-6, 200: 50e-6, 300: 1e-3})
+    with Context(TINYGRAD_CPU_THREADS=8):
+        assert [len(program.slices(size)) for size in (100, 200, 300)] == [1, 2, 8]
+        assert len(program.slices(400)) == 1            # not timed yet: on one thread
+
+
+def launches_of(fn, count: int) -> dict[str, runtime.CPUProgram]:
+    """The CPU programs a jitted fn runs, by kernel name, after count calls."""
+    from tinygrad_core import TinyJit
+    from tinygrad_core.engine.realize import CompiledRunner
+    jitted = TinyJit(fn)
+    for _ in range(count):
+        jitted()
+    capture = next(iter(jitted.captures.values()))
+    return {r.name: r for r, _, _ in capture.kernels if isinstance(r, CompiledRunner)}
+
+
+def test_an_adam_update_runs_on_one_thread_and_a_big_sum_on_all():
+    from tinygrad_core.nn.optim import Adam
+    weight = Tensor(np.random.default_rng(0).standard_normal((128, 784), dtype=np.float32), requires_grad=True)
+    weight.grad = Tensor.full((128, 784), 0.5).contiguous().realize()
+    optimizer = Adam([weight], lr=1e-3)
+    big = Tensor.ones(4096, 4096).contiguous().realize()
+
+    def step():
+        with Tensor.train():
+            optimizer.step()
+        return big.sum(axis=1).realize()
+    with Context(TINYGRAD_CPU_THREADS=2):
+        runners = launches_of(step, runtime.PROBES + 3)
+        threads = {name: len(r.program.slices(int(np.prod(r.global_size)))) for name, r in runners.items()}
+    sums = [name for name in threads if name.startswith("r_4096")]      # the sum; the rest are Adam's
+    assert len(sums) == 1 and threads.pop(sums[0]) == 2, threads
+    assert "E_128_784" in threads and set(threads.values()) == {1}, threads
+
+
+def test_wake_cost_is_measured():
+    assert 0 < runtime._Launcher.wake_cost() < 0.01
+
+
+def test_the_thread_count_comes_from_the_environment():
+    import subprocess
+    import sys
+    code = "from tinygrad_cpu.runtime import thread_count; print(thread_count())"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TINYGRAD_CPU_THREADS": "3"},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "3"
+    with Context(TINYGRAD_CPU_THREADS=5):
+        assert runtime.thread_count() == 5
 
 
 def test_numpy_is_the_tensors_memory_until_the_tensor_is_written():
