@@ -1,5 +1,5 @@
 """The `tinygrad-core` command: list backends, run the conformance suite, start a new backend, train the MNIST
-example, benchmark.
+example, export it as C, benchmark.
 
 Each subcommand is a thin front for code that lives elsewhere in the package (or in examples/ and bench/)."""
 from __future__ import annotations
@@ -43,12 +43,15 @@ def _run_script(script: pathlib.Path, script_args: list[str]) -> int:
     return 0
 
 
-def cmd_train(args) -> int:
+def examples_dir() -> pathlib.Path:
     # the examples lie inside the package when it is installed from a wheel (see pyproject.toml), beside it in a
     # source checkout
     here = pathlib.Path(__file__).resolve().parent
-    examples = here / "examples" if (here / "examples").is_dir() else here.parent / "examples"
-    return _run_script(examples / f"{args.model}.py", args.script_args)
+    return here / "examples" if (here / "examples").is_dir() else here.parent / "examples"
+
+
+def cmd_train(args) -> int:
+    return _run_script(examples_dir() / f"{args.model}.py", args.script_args)
 
 
 def cmd_bench(args) -> int:
@@ -77,6 +80,9 @@ def main(argv=None) -> int:
                    choices=("mnist_mlp", "mnist_cnn", "cifar_cnn", "custom_op"))
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_train)
+    p = sub.add_parser("export", help="write an example model with trained weights as a standalone C program")
+    from tinygrad_core import export
+    export.add_arguments(p, examples_dir())
     p = sub.add_parser("bench", help="run a benchmark script from bench/")
     p.add_argument("name", nargs="?", default="bench_cpu")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
