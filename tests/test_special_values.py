@@ -425,3 +425,53 @@ def test_a_constant_rows_mean_is_its_value():
         assert not (x - x.mean(-1, keepdim=True)).numpy().any()
         assert not x.layernorm().numpy().any()
     assert Tensor([inf, 1.0]).mean().item() == inf and math.isnan(Tensor([inf, -inf]).mean().item())
+
+
+def test_max_of_one_element_passes_nan_to_its_gradient():
+    # a reduce over size-1 axes folds away; PyTorch's amax gradient there is still 0/0 = NaN at a NaN
+    for x, axis in (([nan], None), ([[nan], [inf], [-2.0]], 1), ([[nan, 1.0]], 0), ([[nan, 1.0]], None)):
+        ours = Tensor(np.array(x, np.float32), requires_grad=True)
+        ours.max(axis).sum().backward()
+        theirs = torch.tensor(x, requires_grad=True)
+        theirs.amax(axis if axis is not None else tuple(range(theirs.ndim))).sum().backward()
+        same(ours.grad, theirs.grad)
+        same(Tensor(np.array(x, np.float32)).max(axis), theirs.amax(axis if axis is not None else
+                                                                   tuple(range(theirs.ndim))))
+
+
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16])
+def test_gelu_gradient_under_an_infinite_gradient_at_large_inputs(approximate, dtype):
+    # through the composition, exp's inf from above met the saturated tanh's (erf's) 0 derivative: NaN, PyTorch inf
+    x = [1e18, 100.0, 300.0, 7.0, 0.5, -0.3, -5.0, -100.0, -1e18] if dtype == dtypes.float32 else \
+        [60000.0, 300.0, 7.0, 0.5, -0.3, -5.0, -300.0]
+    np_dtype, torch_dtype = (np.float32, torch.float32) if dtype == dtypes.float32 else (np.float16, torch.float16)
+    for upstream in (1.0, inf):
+        ours = Tensor(np.array(x, np_dtype), requires_grad=True)
+        (ours.gelu(approximate) * upstream).sum().backward()
+        theirs = torch.tensor(x, dtype=torch_dtype, requires_grad=True)
+        (torch.nn.functional.gelu(theirs, approximate=approximate) * upstream).sum().backward()
+        tol = 2e-3 if dtype == dtypes.float32 else 1e-2
+        same(ours.grad, theirs.grad, rtol=tol, atol=1e-5)
+    ours = Tensor([1e18], requires_grad=True)
+    ours.gelu().relu().exp().sum().backward()
+    assert ours.grad.numpy()[0] == inf
+
+
+def test_division_gradient_does_not_overflow_before_dividing():
+    # a / c = a * (1 / c): recip's rule took g * a (inf) times (1 / c)^2 (0), NaN or inf where PyTorch is finite
+    a, c = Tensor([1e30, 0.0, -1.8234476e38], requires_grad=True), Tensor([1e30, 2.0, -1.8234476e38], requires_grad=True)
+    ta, tc = torch.tensor([1e30, 0.0, -1.8234476e38], requires_grad=True), \
+        torch.tensor([1e30, 2.0, -1.8234476e38], requires_grad=True)
+    ((a / c) * Tensor([1e10, 3.0, 2.0])).sum().backward()
+    ((ta / tc) * torch.tensor([1e10, 3.0, 2.0])).sum().backward()
+    same(a.grad, ta.grad, atol=1e-30)
+    same(c.grad, tc.grad, atol=1e-30)
+    v = Tensor([-1.8234476e38, 3.0], requires_grad=True)
+    ((v / v) * Tensor([2.0, 1.0])).sum().backward()
+    np.testing.assert_allclose(v.grad.numpy(), [0.0, 0.0], atol=1e-30)
+    # a reciprocal asked for by name still gets its own gradient
+    x = Tensor([2.0], requires_grad=True)
+    r = x.reciprocal()
+    gr, gx = (Tensor([3.0]) * r).sum().gradient(r, x)
+    assert gr.numpy().tolist() == [3.0] and gx.numpy().tolist() == [-0.75]

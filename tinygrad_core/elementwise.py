@@ -161,13 +161,19 @@ class ElementwiseOps:
     def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor:
         return gamma * self.elu(alpha)
 
+    @in_float32                      # (as PyTorch's; x^3 overflows 16 bits)
     def gelu(self, approximate: str = "tanh") -> Tensor:
-        """GELU; approximate="tanh" (tinygrad's default) or "none" (the erf form, PyTorch's default)."""
-        if approximate == "none":
-            return self * 0.5 * (1.0 + (self * (1 / math.sqrt(2))).erf())
-        if approximate != "tanh":
+        """GELU; approximate="tanh" (tinygrad's default) or "none" (the erf form, PyTorch's default). PyTorch's
+        derivatives: through the composition, an inf gradient meets the saturated tanh's or erf's 0 as NaN"""
+        if approximate not in ("tanh", "none"):
             raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
-        return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+        c = math.sqrt(2 / math.pi)
+        if approximate == "tanh":      # cdf: the normal CDF's approximation; pdf: its derivative
+            t = lambda x: (c * (x + 0.044715 * x * x * x)).tanh()                               # noqa: E731
+            cdf, pdf = lambda x: 0.5 * (1 + t(x)), lambda x: 0.5 * (1 - t(x).square()) * c * (1 + 3 * 0.044715 * x * x)
+        else:
+            cdf, pdf = lambda x: 0.5 * (1 + (x * 0.5 ** 0.5).erf()), lambda x: (x * x * -0.5).exp() * (c / 2)
+        return _Smooth.apply(self._float(), value=lambda x: x * cdf(x), derivative=lambda x: cdf(x) + x * pdf(x))
 
     def quick_gelu(self) -> Tensor:
         return self * (self * 1.702).sigmoid()

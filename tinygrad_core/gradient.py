@@ -18,8 +18,7 @@ def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
         return (g.expand(a.shape),)
     if op is Ops.MAX:   # split the gradient evenly between tied maxima
         is_max = a.ne(out.expand(a.shape)).where(0.0, 1.0).cast(g.dtype)
-        ties = is_max.reduce(Ops.ADD, axes).expand(a.shape)
-        return (g.expand(a.shape) * is_max / ties,)
+        return (g.expand(a.shape) * is_max / is_max.reduce(Ops.ADD, axes).expand(a.shape),)
     # MUL: d(prod)/da is the product of the others. prod / a where no element is 0; where one is, the product of
     # the rest at that element and 0 elsewhere; with two or more zeros, 0 everywhere
     is_zero = a.ne(0.0).where(0.0, 1.0).cast(a.dtype)
@@ -31,9 +30,8 @@ def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
 
 def _sum_out(g: UOp, axes) -> UOp:
     """A gradient summed over broadcast axes; 16-bit floats add up in float32 (as the forward sum does)."""
-    if g.dtype in (dtypes.float16, dtypes.bfloat16):
-        return g.cast(dtypes.float32).reduce(Ops.ADD, axes).cast(g.dtype)
-    return g.reduce(Ops.ADD, axes)
+    wide = g.dtype in (dtypes.float16, dtypes.bfloat16)
+    return (g.cast(dtypes.float32) if wide else g).reduce(Ops.ADD, axes).cast(g.dtype)
 
 
 def _max_grad(g: UOp, a: UOp, b: UOp) -> tuple:
@@ -43,8 +41,10 @@ def _max_grad(g: UOp, a: UOp, b: UOp) -> tuple:
     return a.lt(b).where(0.0, shared), b.lt(a).where(0.0, shared)
 
 
-def _inverse(order) -> tuple:
-    return tuple(sorted(range(len(order)), key=lambda i: order[i]))
+def _div_grad(g: UOp, out: UOp, a: UOp, r: UOp) -> list:
+    # a / c is a * recip(c); c's gradient in PyTorch's order, -g (out / c): recip's rule would square 1 / c after
+    # g * a (at a = c = 1e30 and g = 1e10, g * a is inf and 1 / c^2 is 0: NaN where PyTorch gives -1e-20)
+    return [(a, g * r), (r.src[0], -g * (out * r))]
 
 
 GRADIENTS = {
@@ -64,7 +64,7 @@ GRADIENTS = {
     Ops.CAST: lambda g, out, a: (g.cast(a.dtype) if dtypes.is_float(a.dtype) else None,),
     Ops.REDUCE_AXIS: _reduce_grad,
     Ops.RESHAPE: lambda g, out, a: (g.reshape(a.shape),),
-    Ops.PERMUTE: lambda g, out, a: (g.permute(_inverse(out.arg)),),
+    Ops.PERMUTE: lambda g, out, a: (g.permute(tuple(sorted(range(len(out.arg)), key=out.arg.__getitem__))),),
     Ops.EXPAND: lambda g, out, a: (_sum_out(g, [i for i, (s, n) in enumerate(zip(a.shape, out.shape)) if s != n]),),
     Ops.PAD: lambda g, out, a: (g.shrink(tuple((before, before + s) for (before, _), s in zip(out.arg, a.shape))),),
     Ops.SHRINK: lambda g, out, a: (g.pad(tuple((start, s - end) for (start, end), s in zip(out.arg, a.shape))),),
@@ -86,14 +86,14 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     for node in reversed(root.toposort()):
         if node not in grads or node.op not in GRADIENTS or not on_path[node]:
             continue
-        src_grads = GRADIENTS[node.op](grads[node], node, *node.src)
+        division = node.op is Ops.MUL and node.src[1].op is Ops.RECIP and node.src[1] not in targets
+        rule = _div_grad if division else lambda *args: zip(node.src, GRADIENTS[node.op](*args))  # noqa: B023
+        pairs = list(rule(grads[node], node, *node.src))
         if DEBUG >= 5:
-            print(f"backward {node.op.name:12s} {str(node.shape):>20s} -> "
-                  f"{', '.join('-' if g is None else str(g.shape) for g in src_grads)}")
-        for src, g in zip(node.src, src_grads):
-            if g is None or not on_path.get(src):
-                continue
-            grads[src] = grads[src] + g if src in grads else g
+            print(f"backward {node.op.name:12s} {node.shape} -> {['-' if g is None else g.shape for _, g in pairs]}")
+        for src, g in pairs:
+            if g is not None and on_path.get(src):
+                grads[src] = grads[src] + g if src in grads else g
     return {t: grads[t] for t in targets if t in grads}
 
 
@@ -107,19 +107,16 @@ class Function:
         y = Square.apply(x)
     """
 
-    def forward(self, *args: Tensor, **kwargs) -> Tensor:
-        raise NotImplementedError
-
-    def backward(self, grad_output: Tensor):
-        raise NotImplementedError
+    def forward(self, *args: Tensor, **kwargs) -> Tensor: raise NotImplementedError    # noqa: E704
+    def backward(self, grad_output: Tensor): raise NotImplementedError                 # noqa: E704
 
     @classmethod
     def apply(cls, *tensors: Tensor, **kwargs) -> Tensor:
         fn = cls()
         fn.inputs = tensors
         out = fn.forward(*[t.detach() for t in tensors], **kwargs)
-        node = UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn)
-        return type(tensors[0])(node)     # (not a leaf: realizing it keeps the graph back to its inputs)
+        # (not a leaf: realizing it keeps the graph back to its inputs)
+        return type(tensors[0])(UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn))
 
     def _backward_uops(self, g: UOp) -> tuple:
         grads = self.backward(type(self.inputs[0])(g))     # a Tensor, built through the inputs' class

@@ -492,6 +492,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             identity = op is Ops.MUL         # (0 or 1 as a bool: it keeps a bool tensor bool)
             x = self.pad(tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape)), identity)
         out = Tensor(x.uop.reduce(op, axes))
+        if op is Ops.MAX and out.uop is x.uop and dtypes.is_float(x.dtype):   # a max of 1 element is x; its gradient
+            out = x * (m := x.isnan().logical_not().cast(x.dtype)) / m    # is NaN at NaN (0/0, as PyTorch's amax's)
         new_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
         return out if keepdim else out.reshape(new_shape)
 
