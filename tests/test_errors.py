@@ -106,6 +106,20 @@ def test_backward_on_non_scalar_without_gradient():
     assert "sum()" in str(e.value)
 
 
+def test_gradient_of_a_non_scalar_without_a_seed_raises_when_asked():
+    # (it failed inside the code generator: the seed was a 0-d 1.0 for a tensor of shape (1,) or (2,))
+    x = Tensor([2.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"gradient\(\) on a tensor of shape \(2,\)"):
+        (x * 3).gradient(x)
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2,\)"):
+        (x * 3).gradient(x, gradient=Tensor.ones(3))
+    y = Tensor([2.0], requires_grad=True)
+    (grad,) = (Tensor([3.0]) * y.reciprocal()).gradient(y)
+    assert grad.shape == (1,) and grad.numpy().tolist() == [-0.75]
+    (grad,) = (x * 3).gradient(x, gradient=Tensor([1.0, 2.0]))
+    assert grad.numpy().tolist() == [3.0, 6.0]
+
+
 def test_backward_gradient_of_wrong_shape():
     x = Tensor.ones(2, 3, requires_grad=True)
     with pytest.raises(ValueError, match=r"\(3,\).*\(2, 3\)"):

@@ -238,13 +238,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Add d(self)/d(t) to t.grad for every floating-point tensor t that self depends on, as tinygrad 0.14 does
         (requires_grad=None counts; requires_grad=False opts a tensor out)."""
-        if gradient is None:
-            if self.shape != () and self.numel() != 1:
-                raise RuntimeError(f"backward() on a tensor of shape {self.shape} needs a gradient of that shape: "
-                                   f"reduce it to a scalar first (e.g. loss.sum()) or pass gradient=")
-            gradient = Tensor(1.0, device=self.device, dtype=self.dtype).reshape(self.shape)
-        if gradient.shape != self.shape:
-            raise ValueError(f"gradient shape {gradient.shape} doesn't match tensor shape {self.shape}")
+        gradient = self._initial_gradient(gradient, "backward")
         in_graph = set(self.uop.toposort())
         # (a lazy constant that didn't ask for a gradient is left out: its node is every equal constant's too)
         targets = [t for t in list(Tensor._live.values()) if t.uop in in_graph and dtypes.is_float(t.dtype) and
@@ -269,9 +263,19 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
             if t.uop not in in_graph:
                 raise RuntimeError(f"gradient: target {i} (shape {t.shape}) is not in this tensor's graph; if a tensor "
                                    f"between them was realized first, create the target with requires_grad=True")
-        seed = gradient if gradient is not None else Tensor(1.0, device=self.device, dtype=self.dtype)
-        grads = compute_gradient(self.uop, seed.uop, {t.uop for t in targets})
+        grads = compute_gradient(self.uop, self._initial_gradient(gradient, "gradient").uop, {t.uop for t in targets})
         return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
+
+    def _initial_gradient(self, gradient: Tensor | None, caller: str) -> Tensor:
+        """The gradient of self that backward() and gradient() start from: given, or 1 for one element."""
+        if gradient is None:
+            if self.shape != () and self.numel() != 1:
+                raise RuntimeError(f"{caller}() on a tensor of shape {self.shape} needs a gradient of that shape: "
+                                   f"reduce it to a scalar first (e.g. loss.sum()) or pass gradient=")
+            gradient = Tensor(1.0, device=self.device, dtype=self.dtype).reshape(self.shape)
+        if gradient.shape != self.shape:
+            raise ValueError(f"gradient shape {gradient.shape} doesn't match tensor shape {self.shape}")
+        return gradient
 
     # ---- elementwise building blocks ----
     def _unary(self, op: Ops) -> Tensor: return Tensor(UOp(op, self.dtype, (self.uop,)))  # noqa: E704
