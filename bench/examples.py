@@ -40,6 +40,12 @@ class BeautifulModel:                   # examples/beautiful_mnist.py
 
 
 def beautiful_mnist(tg):
+    _, train_step = beautiful_mnist_model_and_step(tg)
+    return lambda: train_step().item()
+
+
+def beautiful_mnist_model_and_step(tg):
+    """The example's model and its jitted training step (bench/memory.py adds the example's test accuracy)."""
     Tensor, images, labels = tg.Tensor, *mnist_arrays()
     X_train, Y_train = Tensor(images), Tensor(labels)
     model = BeautifulModel(tg)
@@ -53,7 +59,7 @@ def beautiful_mnist(tg):
             loss = model(X_train[samples]).sparse_categorical_crossentropy(Y_train[samples]).backward()
             opt.step()
             return loss
-    return lambda: train_step().item()
+    return model, train_step
 
 
 def gradaccum_mnist(tg, batch=512, acc_steps=4):        # examples/gradaccum_mnist.py

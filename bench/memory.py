@@ -22,22 +22,11 @@ import examples
 
 def beautiful_mnist_with_eval(tg, steps: int):
     """examples/beautiful_mnist.py: bench/examples.py's training step, and the example's jitted test accuracy."""
-    Tensor, images, labels = tg.Tensor, *examples.mnist_arrays()
-    X_train, Y_train = Tensor(images), Tensor(labels)
+    Tensor = tg.Tensor
+    model, train_step = examples.beautiful_mnist_model_and_step(tg)
     rng = np.random.default_rng(1)
     X_test = Tensor(rng.integers(0, 256, (10000, 1, 28, 28), dtype=np.uint8))
     Y_test = Tensor(rng.integers(0, 10, 10000, dtype=np.uint8))
-    model = examples.BeautifulModel(tg)
-    opt = tg.nn.optim.Adam(tg.nn.state.get_parameters(model))
-
-    @tg.TinyJit
-    def train_step():
-        with tg.Context(TRAINING=1):
-            opt.zero_grad()
-            samples = Tensor.randint(512, high=X_train.shape[0])
-            loss = model(X_train[samples]).sparse_categorical_crossentropy(Y_train[samples]).backward()
-            opt.step()
-            return loss
 
     @tg.TinyJit
     def get_test_acc():
