@@ -262,8 +262,6 @@ ON_EVERY_DEVICE = {'test_adagrad': "unsupported: ONNX op ai.onnx.preview.trainin
  'test_dft_opset19': "unsupported: ONNX op DFT (node '', opset 19) is not supported by tinygrad_core.nn.onnx",
  'test_dft_rfft': "unsupported: ONNX op DFT (node '', opset 20) is not supported by tinygrad_core.nn.onnx",
  'test_dft_rfft_opset19': "unsupported: ONNX op DFT (node '', opset 19) is not supported by tinygrad_core.nn.onnx",
- 'test_dynamicquantizelinear': 'fail: AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07',
- 'test_dynamicquantizelinear_expanded': 'fail: AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07',
  'test_equal_string': 'unsupported: ONNX data type STRING is not supported',
  'test_equal_string_broadcast': 'unsupported: ONNX data type STRING is not supported',
  'test_flexattention': "unsupported: ONNX op ai.onnx.preview.FlexAttention (node '', opset 1) is not supported by "
@@ -630,6 +628,5 @@ ON_EVERY_DEVICE = {'test_adagrad': "unsupported: ONNX op ai.onnx.preview.trainin
                                           'tinygrad_core.nn.onnx',
  'test_unique_sorted_without_axis': "unsupported: ONNX op Unique (node '', opset 28) is not supported by "
                                     'tinygrad_core.nn.onnx'}
-ONLY_ON = {'CPU': {'test_bitcast_bool_to_uint8': "fail: CompileError: LLVM rejected the kernel's IR: LLVM IR parsing error"},
- 'PYTHON': {}}
+ONLY_ON = {'CPU': {}, 'PYTHON': {}}
 EXPECTED_FAILURES = {device: {**ON_EVERY_DEVICE, **cases} for device, cases in ONLY_ON.items()}

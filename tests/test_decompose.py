@@ -5,13 +5,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from tinygrad_core.codegen.decompose import RULES, decompose
-from tinygrad_core.dtype import ALL, INTS, dtypes
-from tinygrad_core.ops import GroupOp, Ops, UOp, exec_alu
+from tinygrad_core.dtype import ALL, FLOATS, INTS, dtypes
+from tinygrad_core.ops import GroupOp, Ops, UOp, cast_array, exec_alu
 
 # a renderer with only the ops every renderer must have: each rule is rewritten all the way down
 MINIMAL = SimpleNamespace(code_for_op={op: op.name for op in GroupOp.REQUIRED})
 NUMBERS = tuple(dt for dt in ALL if dt != dtypes.bool)
-ACCEPTED = {Ops.NEG: ALL, Ops.SUB: NUMBERS, Ops.MAX: ALL, Ops.MULACC: ALL, Ops.SHL: INTS, Ops.SHR: INTS}
+# (FDIV of bfloat16 rounds to bfloat16, which _evaluate's float32 stand-in doesn't: test_fdiv covers it)
+ACCEPTED = {Ops.NEG: ALL, Ops.SUB: NUMBERS, Ops.MAX: ALL, Ops.MULACC: ALL, Ops.SHL: INTS, Ops.SHR: INTS,
+            Ops.FDIV: (dtypes.float16, dtypes.float32, dtypes.float64)}
 
 
 def _host(dt):
@@ -84,3 +86,25 @@ def test_a_shift_right_of_a_negative_number_rounds_down():
     x = UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0)
     shifted = decompose(UOp(Ops.SHR, dtypes.int32, (x, UOp(Ops.CONST, dtypes.int32, (), 1))), MINIMAL)
     assert _evaluate(shifted, [np.array([-3, -4, -1, 3], np.int32)], {}).tolist() == [-2, -2, -1, 1]
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=lambda dt: dt.name)
+def test_fdiv_rule_rounds_as_the_reference_does(dt):
+    """Random bit patterns (every exponent: subnormal quotients, overflow, infinities, NaNs) and quotients next to 1:
+    the rule's a * (1 / b) with its corrections gives REFERENCE's correctly rounded quotient bit for bit."""
+    rng, bits = np.random.default_rng(5), 8 * dt.itemsize
+    host = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
+    a, b = (rng.integers(0, 2 ** bits, 30000, np.uint64).astype(host) for _ in range(2))
+    if dt == dtypes.bfloat16:       # carried as float32: bfloat16 patterns in the top half
+        a, b = ((x.astype(np.uint32) << 16) for x in (a, b))
+    a, b = a.view(_host(dt)), b.view(_host(dt))
+    with np.errstate(all="ignore"):
+        a, b = np.concatenate([a, a]), np.concatenate([b, np.where(np.isfinite(a), np.nextafter(a, b), b)])
+    sources = [UOp(Ops.DEFINE_GLOBAL, dt, (), i) for i in range(2)]
+    rewritten = decompose(UOp(Ops.FDIV, dt, tuple(sources)), MINIMAL)
+    assert {u.op for u in rewritten.toposort()} <= GroupOp.REQUIRED | {Ops.CONST, Ops.DEFINE_GLOBAL}
+    want = exec_alu(Ops.FDIV, dt, a, b)
+    want, got = cast_array(want, dt) if dt == dtypes.bfloat16 else want, _evaluate(rewritten, [a, b], {})
+    assert (np.abs(want) < np.finfo(want.dtype).tiny).sum() > 100 and np.isinf(want).sum() > 100   # (tried)
+    differ = ~((np.isnan(got) & np.isnan(want)) | ((got == want) & (np.signbit(got) == np.signbit(want))))
+    assert not differ.any(), f"{dt.name}: {a[differ][:5]} / {b[differ][:5]} = {got[differ][:5]}, not {want[differ][:5]}"

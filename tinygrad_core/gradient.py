@@ -34,31 +34,23 @@ def _sum_out(g: UOp, axes) -> UOp:
     return (g.cast(dtypes.float32) if wide else g).reduce(Ops.ADD, axes).cast(g.dtype)
 
 
-def _max_grad(g: UOp, a: UOp, b: UOp) -> tuple:
-    # as PyTorch: ties share the gradient, a NaN passes it whole to both sides, and the smaller side gets 0 (not 0 * g:
-    # a NaN or inf arriving from above stays on the side that was chosen)
-    shared = g * a.ne(b).where(1.0, 0.5).cast(g.dtype)
-    return a.lt(b).where(0.0, shared), b.lt(a).where(0.0, shared)
-
-
-def _div_grad(g: UOp, out: UOp, a: UOp, r: UOp) -> list:
-    # a / c is a * recip(c); c's gradient in PyTorch's order, -g (out / c): recip's rule would square 1 / c after
-    # g * a (at a = c = 1e30 and g = 1e10, g * a is inf and 1 / c^2 is 0: NaN where PyTorch gives -1e-20)
-    return [(a, g * r), (r.src[0], -g * (out * r))]
-
-
 GRADIENTS = {
     Ops.ADD: lambda g, out, a, b: (g, g),
     Ops.SUB: lambda g, out, a, b: (g, -g),
     Ops.MUL: lambda g, out, a, b: (g * b, g * a),
+    # PyTorch's order, -g (out / b): -g a / b^2 would overflow first (g = 1e10, a = b = 1e30: NaN, PyTorch -1e-20)
+    Ops.FDIV: lambda g, out, a, b: (g / b, -g * (out / b)),
     Ops.NEG: lambda g, out, a: (-g,),
     Ops.RECIP: lambda g, out, a: (-g * out * out,),
     Ops.SQRT: lambda g, out, a: (g / (out * 2),),
     Ops.EXP2: lambda g, out, a: (g * out * math.log(2),),
     Ops.TRUNC: lambda g, out, a: (g.const_like(0),),    # zero, as PyTorch: below it, 0 * inf is still NaN
-    Ops.LOG2: lambda g, out, a: (g / (a * math.log(2)),),
+    Ops.LOG2: lambda g, out, a: (g / a * (1 / math.log(2)),),     # (a * ln 2 would round a subnormal a)
     Ops.SIN: lambda g, out, a: (g * cos_uop(a),),
-    Ops.MAX: lambda g, out, a, b: _max_grad(g, a, b),
+    # MAX as PyTorch: ties share the gradient, a NaN passes it whole to both sides, and the smaller side gets 0 (not
+    # 0 * g: a NaN or inf arriving from above stays on the side that was chosen)
+    Ops.MAX: lambda g, out, a, b: (a.lt(b).where(0.0, shared := g * a.ne(b).where(1.0, 0.5).cast(g.dtype)),
+                                   b.lt(a).where(0.0, shared)),
     Ops.WHERE: lambda g, out, c, a, b: (None, c.where(g, 0.0), c.where(0.0, g)),
     Ops.MULACC: lambda g, out, a, b, c: (g * b, g * a, g),
     Ops.CAST: lambda g, out, a: (g.cast(a.dtype) if dtypes.is_float(a.dtype) else None,),
@@ -86,9 +78,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     for node in reversed(root.toposort()):
         if node not in grads or node.op not in GRADIENTS or not on_path[node]:
             continue
-        division = node.op is Ops.MUL and node.src[1].op is Ops.RECIP and node.src[1] not in targets
-        rule = _div_grad if division else lambda *args: zip(node.src, GRADIENTS[node.op](*args))  # noqa: B023
-        pairs = list(rule(grads[node], node, *node.src))
+        pairs = list(zip(node.src, GRADIENTS[node.op](grads[node], node, *node.src)))
         if DEBUG >= 5:
             print(f"backward {node.op.name:12s} {node.shape} -> {['-' if g is None else g.shape for _, g in pairs]}")
         for src, g in pairs:
@@ -113,12 +103,12 @@ class Function:
     @classmethod
     def apply(cls, *tensors: Tensor, **kwargs) -> Tensor:
         fn = cls()
-        fn.inputs = tensors
+        fn.tensor_type = type(tensors[0])     # (not the inputs: a graph holding Tensors would keep them and their .grad)
         out = fn.forward(*[t.detach() for t in tensors], **kwargs)
         # (not a leaf: realizing it keeps the graph back to its inputs)
         return type(tensors[0])(UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn))
 
     def _backward_uops(self, g: UOp) -> tuple:
-        grads = self.backward(type(self.inputs[0])(g))     # a Tensor, built through the inputs' class
+        grads = self.backward(self.tensor_type(g))     # a Tensor, built through the inputs' class
         grads = grads if isinstance(grads, (tuple, list)) else (grads,)
         return (None,) + tuple(None if gr is None else gr.uop for gr in grads)

@@ -340,6 +340,8 @@ def _index_tensor(t, index, dim: int):
         return type(t)((values % max(size, 1)).astype(np.int32), device=t.device)
     if not dtypes.is_int(index.dtype):
         raise IndexError(f"tensors used as indices must be integer tensors, got {index.dtype} along dim {dim}")
+    if index.device != t.device:
+        raise RuntimeError(f"indices are on {index.device}, the indexed tensor on {t.device}: move one with .to()")
     return (index < 0).where(index + size, index)
 
 

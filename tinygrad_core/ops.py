@@ -14,7 +14,7 @@ from tinygrad_core.dtype import DType, dtypes, INTS, f32_to_bf16, bf16_to_f32, t
 class Ops(Enum):
     # --- elementwise (the ALU ops): they appear both in tensor graphs and in kernels ---
     EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); TRUNC = auto()  # noqa: E702
-    ADD = auto(); SUB = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
+    ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
     CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
     WHERE = auto(); MULACC = auto()  # noqa: E702
     CAST = auto(); BITCAST = auto()  # noqa: E702
@@ -32,6 +32,7 @@ class Ops(Enum):
     GATHER = auto()        # src = (x, index): x's elements at index along axis arg (shape: x's, index's in place of
                            # that axis); lowered to a load whose address is read from index (tensor.py's _Gather)
     BIND = auto()          # a Variable with its value for this computation; src = (DEFINE_VAR, CONST)
+    MULTI = auto()         # one value on several devices: src = its part on each, arg = the whole shape (multi.py)
     # --- kernel ops: what a renderer receives, in order ---
     SINK = auto()          # the root of a kernel graph
     DEFINE_GLOBAL = auto() # a kernel argument buffer; arg = its position
@@ -47,7 +48,8 @@ class Ops(Enum):
                            # element count; lowered to LOADs (codegen/lower.py), so no renderer ever sees one
     LOAD = auto()          # src = (buffer, index) or (buffer, index, valid): reads 0 where valid is False
     STORE = auto()         # src = (buffer, index, value) or (..., valid): writes only where valid is True
-    REDUCE = auto()        # before linearizing: src = (value, *ranges), arg = the combining ALU op
+    REDUCE = auto()        # before linearizing: src = (value, *ranges), arg = the combining ALU op, or WMMA (value
+                           # is a WMMA adding into its own tile: the loop's value is that tile; codegen/tensor_cores.py)
     # --- local memory (renderers with has_shared): an array each thread group has its own copy of ---
     DEFINE_LOCAL = auto()  # arg = (name, element count), dtype = element type; src[0] of LOADs and STOREs like a buffer
     BARRIER = auto()       # every thread of the group waits here until all have arrived; src = what must be done by
@@ -63,8 +65,8 @@ class Ops(Enum):
 
 class GroupOp:
     UNARY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
-    BINARY = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
-              Ops.SHL, Ops.SHR}
+    BINARY = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR,
+              Ops.XOR, Ops.SHL, Ops.SHR}
     TERNARY = {Ops.WHERE, Ops.MULACC}
     ALU = UNARY | BINARY | TERNARY
     ELEMENTWISE = ALU | {Ops.CAST, Ops.BITCAST}
@@ -79,6 +81,7 @@ class GroupOp:
 # ---------------------------------------------------------------------------------------------------------------
 # The reference semantics. Each entry takes numpy arrays of the op's input dtype and returns the exact result.
 # Integer arithmetic wraps (two's complement). Division and modulo of integers truncate toward zero (C rules).
+# FDIV is IEEE float division, correctly rounded (on integers it is unspecified: Tensor.div casts them to float).
 # MAX returns NaN when either input is NaN. Float->int casts truncate toward zero; a value outside the target's
 # range (or NaN) gives an unspecified result. Integer division (and modulo) by zero, and of the most negative
 # integer by -1, are unspecified. SHL/SHR shift amounts must be in [0, bits). Anything "unspecified" is excluded
@@ -86,22 +89,10 @@ class GroupOp:
 # ---------------------------------------------------------------------------------------------------------------
 def _idiv(a, b):
     if a.dtype.kind == "f":
-        raise TypeError("IDIV is for integers; divide floats with MUL by RECIP")
+        raise TypeError("IDIV is for integers; divide floats with FDIV")
     b = np.where(b == 0, 1, b).astype(a.dtype)
     q = a // b
     return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + 1, q).astype(a.dtype)
-
-
-def _mod(a, b):
-    return (a - b * _idiv(a, b)).astype(a.dtype)
-
-
-def _max(a, b):
-    return np.where(b != b, b, np.where(a < b, b, a))
-
-
-def _shift_amount(a, b):
-    return np.asarray(b).astype(a.dtype)
 
 
 REFERENCE = {
@@ -112,11 +103,12 @@ REFERENCE = {
     Ops.ADD: lambda a, b: np.logical_or(a, b) if a.dtype == np.bool_ else np.add(a, b),
     Ops.SUB: np.subtract,
     Ops.MUL: lambda a, b: np.logical_and(a, b) if a.dtype == np.bool_ else np.multiply(a, b),
-    Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max,
+    Ops.FDIV: np.true_divide, Ops.IDIV: _idiv, Ops.MOD: lambda a, b: (a - b * _idiv(a, b)).astype(a.dtype),
+    Ops.MAX: lambda a, b: np.where(b != b, b, np.where(a < b, b, a)),
     Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal,
     Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor,
-    Ops.SHL: lambda a, b: np.left_shift(a, _shift_amount(a, b)),
-    Ops.SHR: lambda a, b: np.right_shift(a, _shift_amount(a, b)),
+    Ops.SHL: lambda a, b: np.left_shift(a, np.asarray(b).astype(a.dtype)),
+    Ops.SHR: lambda a, b: np.right_shift(a, np.asarray(b).astype(a.dtype)),
     Ops.WHERE: lambda c, a, b: np.where(c, a, b),
     Ops.MULACC: lambda a, b, c: a * b + c,
 }
@@ -155,6 +147,10 @@ def bitcast_array(x: np.ndarray, source: DType, dtype: DType) -> np.ndarray:
 # UOp: one immutable node. Nodes are hash-consed (the same op, dtype, sources and arg give the same object), so
 # equal subgraphs are shared and can be used as dictionary keys.
 # ---------------------------------------------------------------------------------------------------------------
+class Unique:
+    """An arg that makes a node unlike any other (nodes are otherwise shared when they are built the same way)."""
+
+
 class UOpMeta(type):
     cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
@@ -181,7 +177,7 @@ class UOp(metaclass=UOpMeta):
 
     def __repr__(self) -> str:
         if is_symbolic(self):
-            return _sym().render(self)
+            return SIMPLIFIER.render(self)
         return f"UOp({self.op.name}, {self.dtype}, arg={self.arg!r}, src=({', '.join(s.op.name for s in self.src)}))"
 
     def __reduce__(self):   # pickling (for the JIT's and the compile cache's keys) rebuilds through the cache
@@ -206,7 +202,7 @@ class UOp(metaclass=UOpMeta):
     @property
     def val(self) -> int:
         """The value of a symbolic int whose Variables are all bound."""
-        return _sym().evaluate(self)
+        return SIMPLIFIER.evaluate(self)
 
     # ---- graph helpers ----
     def toposort(self) -> list[UOp]:
@@ -239,8 +235,8 @@ class UOp(metaclass=UOpMeta):
     def device(self) -> str:
         node = self
         while True:
-            if node.op is Ops.BUFFER:
-                return node.arg[0].device
+            if node.op in (Ops.BUFFER, Ops.MULTI):      # (a multi-device value: the tuple of its parts' devices)
+                return node.arg[0].device if node.op is Ops.BUFFER else tuple(s.device for s in node.src)
             if node.op in (Ops.DEVICE, Ops.COPY):
                 return node.arg
             node = node.src[0]
@@ -279,7 +275,7 @@ class UOp(metaclass=UOpMeta):
     def __mul__(self, x): return _sized("mul", self, x) if is_symbolic(self) else self.alu(Ops.MUL, self._operand(x))  # noqa
     def __rmul__(self, x): return _sized("mul", self, x) if is_symbolic(self) else self._operand(x).alu(Ops.MUL, self)  # noqa
     def __neg__(self): return self.alu(Ops.NEG)                               # noqa: E704
-    def __truediv__(self, x): return self * self._operand(x).alu(Ops.RECIP)   # noqa: E704
+    def __truediv__(self, x): return self.alu(Ops.FDIV, self._operand(x))    # noqa: E704
     def lt(self, x): return self.alu(Ops.CMPLT, self._operand(x))             # noqa: E704
     def ne(self, x): return self.alu(Ops.CMPNE, self._operand(x))             # noqa: E704
 
@@ -295,11 +291,7 @@ class UOp(metaclass=UOpMeta):
         return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), value)
 
     def broadcast_to(self, shape: tuple[int, ...]) -> UOp:
-        if self.shape == tuple(shape):
-            return self
-        ones = (1,) * (len(shape) - len(self.shape))
-        node = self if not ones else self.reshape(ones + self.shape)
-        return node.expand(tuple(shape))
+        return self.reshape((1,) * (len(shape) - len(self.shape)) + self.shape).expand(tuple(shape))   # (or self)
 
     def reshape(self, shape):
         return self if self.shape == tuple(shape) else UOp(Ops.RESHAPE, self.dtype, (self,), tuple(shape))
@@ -350,13 +342,13 @@ _symbolic: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _sized(name: str, a, b):
     """Size arithmetic on symbolic ints; a result that no longer depends on a Variable is a plain int."""
-    out = getattr(_sym(), name)(_sym().const(a) if isinstance(a, int) else a, b)
+    out = getattr(SIMPLIFIER, name)(SIMPLIFIER.const(a) if isinstance(a, int) else a, b)
     return int(out.arg) if out.op is Ops.CONST and not out.src else out
 
 
-def _sym():
-    from tinygrad_core.codegen import symbolic   # the index-expression simplifier builds on this module
-    return symbolic
+# The index-expression simplifier (codegen/symbolic.py) builds on UOp, so this module doesn't import it: it puts
+# itself here when imported (importing tinygrad_core does), for the arithmetic, values and text of symbolic ints
+SIMPLIFIER = None
 
 
 def _shape_of(u: UOp) -> tuple[int, ...]:
@@ -367,7 +359,7 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
         return (arg,)
     if op in (Ops.CONST, Ops.DEVICE):
         return ()
-    if op in (Ops.RESHAPE, Ops.EXPAND):
+    if op in (Ops.RESHAPE, Ops.EXPAND, Ops.MULTI):
         return arg
     if not u.src:              # kernel-level leaves (DEFINE_GLOBAL, SPECIAL, ...) have no tensor shape
         return ()
@@ -380,8 +372,6 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
         return tuple(end - start for start, end in arg)
     if op is Ops.REDUCE_AXIS:
         return tuple(1 if i in arg[1] else s for i, s in enumerate(src_shape))
-    if op is Ops.ASSIGN:
-        return u.src[0].shape
     if op is Ops.GATHER:
         return src_shape[:arg] + u.src[1].shape + src_shape[arg + 1:]
     return src_shape
@@ -395,14 +385,10 @@ def cos_uop(x: UOp) -> UOp:
 
 
 def identity_element(op: Ops, dtype: DType):
-    """What a reduce's accumulator starts at."""
-    if op is Ops.ADD:
-        return False if dtype == dtypes.bool else 0
-    if op is Ops.MUL:
-        return True if dtype == dtypes.bool else 1
-    if op is Ops.MAX:
-        return dtypes.min(dtype)
-    raise ValueError(f"{op} is not a reduce op; use Ops.ADD, Ops.MUL or Ops.MAX")
+    """What a reduce's accumulator starts at: 0 (False) for ADD, 1 (True) for MUL, the smallest value for MAX."""
+    if op not in (Ops.ADD, Ops.MUL, Ops.MAX):
+        raise ValueError(f"{op} is not a reduce op; use Ops.ADD, Ops.MUL or Ops.MAX")
+    return dtypes.min(dtype) if op is Ops.MAX else (op is Ops.MUL) if dtype == dtypes.bool else int(op is Ops.MUL)
 
 
 # Names older tinygrad code imports (the seed's custom-op example does); each is simply the Ops enum.

@@ -36,7 +36,7 @@ PREFETCH_TRIPS = 8             # how many loop trips ahead a prefetch asks for a
 SMALL_KERNEL_WORK = 1 << 16
 
 # what one op costs, roughly, in simple instructions: for the work estimate that decides how many threads to use
-OP_COST = {Ops.EXP2: 20, Ops.LOG2: 20, Ops.SIN: 30, Ops.IDIV: 8, Ops.MOD: 8, Ops.RECIP: 4, Ops.SQRT: 4}
+OP_COST = {Ops.EXP2: 20, Ops.LOG2: 20, Ops.SIN: 30, Ops.IDIV: 8, Ops.MOD: 8, Ops.RECIP: 4, Ops.FDIV: 4, Ops.SQRT: 4}
 
 
 def is_float(dt: DType) -> bool:
@@ -74,6 +74,7 @@ class LLVMRenderer(Renderer):
 
     def __init__(self, simd_width: int = 64):
         self.simd_width = simd_width   # bytes per vector register of the host CPU (64: AVX-512, 32: AVX2, 16: SSE)
+        self.simd_registers = 32 if simd_width >= 64 else 16      # AVX-512 has 32 vector registers, AVX2 and SSE 16
         # the core keys programs on disk by this package's files and the renderer's attributes: a helper changed in
         # memory (not on disk) reaches the key through this one
         self.helpers_digest = hashlib.sha256(repr(sorted(mathlib.HELPERS.items())).encode()).hexdigest()[:16]
@@ -408,6 +409,8 @@ class KernelWriter:
             return self.from_memory(bits, dst)
         if REGISTER_TYPE[src] == REGISTER_TYPE[dst]:
             return x
+        if dtypes.bool in (src, dst):      # a bool is an i1 in registers and the byte 0 or 1 in memory
+            return self.emit(f"zext i1 {x} to i8" if src == dtypes.bool else f"icmp ne i8 {x}, 0")
         return self.emit(f"bitcast {REGISTER_TYPE[src]} {x} to {REGISTER_TYPE[dst]}")
 
     # ---- arithmetic ----
@@ -492,6 +495,13 @@ def _recip(w: KernelWriter, ty, dt, flags, u, a):
     return w.emit(f"select i1 {small}, {ty} 1, {ty} {w.emit(f'sext i1 {negative} to {ty}')}")
 
 
+def _fdiv(w: KernelWriter, ty, dt, flags, u, a, b):
+    # IEEE division, correctly rounded (LLVM divides a half in float and rounds once more: still correctly rounded)
+    if not is_float(dt):
+        raise NotImplementedError(f"FDIV of {dt} is not defined; divide floats (Tensor.div casts integers first)")
+    return w.emit(f"fdiv {ty} {a}, {b}")
+
+
 def _neg(w: KernelWriter, ty, dt, flags, u, a):
     if dt == dtypes.bool:
         return w.emit(f"xor i1 {a}, true")
@@ -532,7 +542,7 @@ ALU_RULES = {
     Ops.ADD: _index_binary("add"), Ops.MUL: _index_binary("mul"), Ops.SUB: _binary("sub", "fsub"),
     Ops.AND: _binary("and", "and", "and"), Ops.OR: _binary("or", "or", "or"), Ops.XOR: _binary("xor", "xor", "xor"),
     Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max, Ops.RECIP: _recip, Ops.NEG: _neg, Ops.MULACC: _mulacc,
-    Ops.SHL: _shift("shl"), Ops.SHR: _shift("shr"),
+    Ops.FDIV: _fdiv, Ops.SHL: _shift("shl"), Ops.SHR: _shift("shr"),
     Ops.CMPLT: _compare("slt", "ult", "olt"), Ops.CMPNE: _compare("ne", "ne", "une"),
     Ops.WHERE: lambda w, ty, dt, flags, u, c, a, b: w.emit(f"select i1 {c}, {ty} {a}, {ty} {b}"),
     Ops.TRUNC: lambda w, ty, dt, flags, u, a: w.intrinsic("trunc", ty, a) if is_float(dt) else a,

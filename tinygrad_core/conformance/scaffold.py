@@ -75,7 +75,7 @@ class ToyAllocator(Allocator):
 class ToyRenderer(Renderer):
     device = "TOY"
     supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.float32})
-    # only these ops: the core rewrites NEG, SUB, MAX and MULACC into them
+    # only these ops: the core rewrites NEG, SUB, MAX, MULACC and FDIV into them
     code_for_op = {
         Ops.EXP2: "np.exp2({0})", Ops.LOG2: "np.log2({0})", Ops.SIN: "np.sin({0})", Ops.SQRT: "np.sqrt({0})",
         Ops.RECIP: "np.reciprocal({0})", Ops.TRUNC: "np.trunc({0})",

@@ -20,7 +20,7 @@ NUMERIC = [dt for dt in ALL if dt != dtypes.bool]
 
 # which dtypes each op is defined on (the core never builds the others)
 OP_DTYPES = {
-    **{op: list(FLOATS) for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC)},
+    **{op: list(FLOATS) for op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.FDIV)},
     **{op: list(ALL) for op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.NEG)},
     Ops.SUB: NUMERIC, Ops.MULACC: NUMERIC,
     Ops.IDIV: list(INTS), Ops.MOD: list(INTS), Ops.SHL: list(INTS), Ops.SHR: list(INTS),

@@ -161,11 +161,10 @@ def reachable(roots, stop=frozenset()) -> set[UOp]:
 def kept_nodes(schedule: list[ScheduleItem], outs: list[UOp], graphs: list[UOp], live: list) -> set[UOp]:
     """The nodes whose values may be read after the schedule: outs; all of graphs (outputs keeping theirs for a later
     backward); and what the other live tensors' graphs read, down to what is computed by now. The tensors a custom
-    op in outs' graphs keeps for its backward go with that graph, and so do their gradients."""
+    op in outs' graphs keeps for its backward (detached values: they take no gradient) go with that graph."""
     computed = {item.node for item in schedule} | set(realized.keys())
     fns = [vars(u.arg).values() for u in reachable(outs) if u.op is Ops.CUSTOM]
-    held = [t for values in fns for v in values for t in (v if isinstance(v, (tuple, list)) else (v,))]
-    owned = {id(x) for t in held for x in (t, getattr(t, "grad", None))}
+    owned = {id(t) for values in fns for v in values for t in (v if isinstance(v, (tuple, list)) else (v,))}
     return reachable(graphs) | reachable((t.uop for t in live if id(t) not in owned), computed) | set(outs)
 
 

@@ -36,6 +36,7 @@ def _math(name: str) -> Callable:
 BASE_CODE_FOR_OP: dict[Ops, Callable] = {
     **{op: _math(name) for op, name in MATH_FUNCTIONS.items()},
     Ops.RECIP: lambda w, dtype, x: w.reciprocal(dtype, x),
+    Ops.FDIV: lambda w, dtype, a, b: w.divide(dtype, a, b),
     Ops.NEG: lambda w, dtype, x: f"(!{x})" if dtype == dtypes.bool else w.negate(dtype, x),
     Ops.ADD: lambda w, dtype, a, b: f"({a}||{b})" if dtype == dtypes.bool else f"({a}+{b})",
     Ops.SUB: _binary("-"),
@@ -238,16 +239,18 @@ class CKernel:
             # REFERENCE computes these in floating point and truncates back to the integer type
             wide = dtypes.float64 if dtypes.float64 in self.supported_dtypes else dtypes.float32
             return self.render_cast(f"{name}({self.render_cast(x, dtype, wide)})", wide, dtype)
-        if dtype == dtypes.float16 and dtype not in self.float_computed:
-            # half math through float gives the correctly rounded result numpy gives (native half may not)
-            return self.render_cast(f"{name}({self.render_cast(x, dtype, dtypes.float32)})", dtypes.float32, dtype)
-        return f"{name}({x})"
+        # half math through float gives the correctly rounded result numpy gives (native half may not)
+        wide = dtypes.float32 if dtype == dtypes.float16 and dtype not in self.float_computed else dtype
+        return self.render_cast(f"{name}({self.render_cast(x, dtype, wide)})", wide, dtype)
+
+    def divide(self, dtype: DType, a: str, b: str) -> str:
+        # half through float: correctly rounded (OpenCL is asked for that where it can), it rounds right to half
+        wide = dtypes.float32 if dtype == dtypes.float16 and dtype not in self.float_computed else dtype
+        return self.render_cast(f"({self.render_cast(a, dtype, wide)}/{self.render_cast(b, dtype, wide)})", wide, dtype)
 
     def reciprocal(self, dtype: DType, x: str) -> str:
         if dtypes.is_float(dtype):
-            if dtype == dtypes.float16 and dtype not in self.float_computed:
-                return self.render_cast(f"(1.0f/{self.render_cast(x, dtype, dtypes.float32)})", dtypes.float32, dtype)
-            return f"({self.render_const(1, dtype)}/{x})"
+            return self.divide(dtype, self.render_const(1, dtype), x)
         # REFERENCE: 1 // x with floor division, and x == 0 reads as x == 1
         return f"(({x}<0)?-1:(({x}<=1)?1:0))" if dtype not in UNSIGNED else f"(({x}<=1)?1:0)"
 
@@ -458,8 +461,7 @@ class CStyleRenderer(Renderer):
             return f"({a}{symbol}{b})"
         safe = f"((({b}==0)|({b}==-1))?1:{b})" if signed else f"(({b}==0)?1:{b})"
         if op is Ops.IDIV:
-            quotient = f"({a}/{safe})"
-            return f"(({b}==-1)?{self.negate(dtype, a)}:{quotient})" if signed else quotient
+            return f"(({b}==-1)?{self.negate(dtype, a)}:({a}/{safe}))" if signed else f"({a}/{safe})"
         return f"(({b}==0)?{a}:({a}%{safe}))"
 
 

@@ -11,7 +11,7 @@ from tinygrad_core.ops import Ops, UOp, exec_alu, cast_array
 N = 48          # elements per check
 TRANSCENDENTAL = {Ops.EXP2, Ops.LOG2, Ops.SIN}
 UNARY = [Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC]
-BINARY = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR]
+BINARY = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR]
 
 
 def sample(dtype: DType, seed: int) -> np.ndarray:
@@ -103,6 +103,8 @@ def add_alu_checks(checks: Checks, dtypes_to_check):
         for op in UNARY + BINARY + [Ops.MULACC, Ops.CMPLT, Ops.CMPNE]:
             if op in UNARY and not dtypes.is_float(dtype) and op not in (Ops.NEG, Ops.RECIP, Ops.TRUNC):
                 continue           # Tensor casts ints to float before exp2/log2/sin/sqrt
+            if op is Ops.FDIV and not dtypes.is_float(dtype):
+                continue           # Tensor.div casts ints to float too
             inputs, nodes = [a, b, c][:_arity(op)], [ua, ub, uc][:_arity(op)]
             if op in (Ops.SHL, Ops.SHR):
                 if dtype not in INTS:
