@@ -36,6 +36,7 @@ LOWERED = {
     Ops.BIND: "a DEFINE_VAR; the value goes to the launch (ScheduleItem.var_vals)",
     Ops.SINK: "the kernel graph's root: the linearizer keeps the STOREs below it",
     Ops.INPUT: "a kernel AST's whole-buffer read: LOADs at the indices codegen/lower.py computes",
+    Ops.MULTI: "one node per device: multi.py rewrites a multi-device graph into single-device ones before scheduling",
     Ops.REDUCE: "an accumulator and a loop: DEFINE_ACC, RANGE, UPDATE_ACC, ENDRANGE (codegen/linearize.py)",
 }
 # Tensor-graph ops whose value has no gradient
@@ -221,11 +222,9 @@ def test_no_import_cycle_in_the_core():
     assert not cycles, f"module-level import cycles in tinygrad_core (each group imports itself back): {cycles}"
 
 
-# Named gaps: imports made inside functions because at module level they would close a cycle. Each should go (a mixin
-# declaring the few primitives it needs, as tinygrad's mixins do, instead of importing Tensor back)
-CYCLES_DEFERRED = {
-    ("tinygrad_core.ops", "tinygrad_core.codegen.symbolic"): "the index-expression simplifier builds on ops.py's UOp",
-}
+# Named gaps: imports made inside functions because at module level they would close a cycle (none left: a lower
+# module that needs a higher one declares the few primitives it needs, or the higher one registers itself)
+CYCLES_DEFERRED: dict[tuple[str, str], str] = {}
 
 
 def test_deferred_imports_close_only_the_named_cycles():

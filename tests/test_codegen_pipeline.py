@@ -1,10 +1,12 @@
 """The codegen pipeline (codegen/pipeline.py): the passes a kernel AST goes through, in order, each named once."""
 import numpy as np
-from tinygrad_core import Context, Device, Tensor
+import pytest
+from tinygrad_core import Context, Device, Tensor, dtypes
 from tinygrad_core.codegen import pipeline
 from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.conformance.harness import product_kernel
 from tinygrad_core.ops import Ops
+from tinygrad_core.renderer import TensorCore
 
 
 def _matmul_ast():
@@ -39,3 +41,31 @@ def test_debug_5_prints_each_pass_by_name_in_order(capsys):
         pipeline.run_passes(_matmul_ast(), Device["PYTHON"].renderer)
     printed = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("codegen ")]
     assert printed == [name for name, _ in pipeline.PASSES]
+
+
+@pytest.mark.parametrize("tiles", ["tensor_core", "local_tiles"])
+def test_tiled_kernels_take_every_pass_with_no_shortcut(monkeypatch, tiles):
+    # tensor cores and local tiles are a choice of the lowering: they give a kernel graph, and the program comes from
+    # the shared decompose and linearize passes like every other kernel's
+    renderer, half = Device["PYTHON"].renderer, {"device": "PYTHON", "dtype": dtypes.float16}
+    if tiles == "tensor_core":
+        monkeypatch.setattr(renderer, "tensor_cores", (TensorCore((16, 16, 16), dtypes.float16, dtypes.float32),),
+                            raising=False)
+    else:
+        monkeypatch.setattr(renderer, "has_shared", True, raising=False)
+        monkeypatch.setattr(renderer, "shared_max", 1 << 14, raising=False)
+    seen = []
+
+    def watched(name, run):
+        def step(kernel):
+            run(kernel)
+            seen.append((name, kernel.graph is not None, kernel.program is not None))
+        return step
+    monkeypatch.setattr(pipeline, "PASSES", [(name, watched(name, run)) for name, run in pipeline.PASSES])
+    kernel = pipeline.run_passes(product_kernel(Tensor(np.ones((32, 32)), **half) @ Tensor(np.ones((32, 32)), **half)),
+                                 renderer)
+    assert getattr(kernel.opts, tiles)
+    assert seen == [("opts", False, False), ("lower", True, False), ("decompose", True, False),
+                    ("linearize", True, True)]
+    tiled_op = Ops.WMMA if tiles == "tensor_core" else Ops.BARRIER
+    assert any(u.op is tiled_op for u in kernel.graph.toposort()) and tiled_op in [u.op for u in kernel.program]

@@ -193,7 +193,6 @@ FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or 
 # im2col copies each output position's window out: past this many bytes (a 10000-image batch through a 5x5 conv is
 # gigabytes) the windows are read in place instead, slower but in the input's own memory
 IM2COL_BYTES = 1 << 28
-WHOLE_ROWS = 16            # output rows of a multiple of this many elements read a convolution's windows in place
 
 
 def packs_panels(w: UOp, itemsize: int) -> bool:
@@ -204,12 +203,15 @@ def packs_panels(w: UOp, itemsize: int) -> bool:
         and n * itemsize >= FAR_ROWS_BYTES and bool(Device[w.device].renderer.simd_width)
 
 
-def conv_reads_windows_in_place(strides: tuple[int, ...], outs: tuple[int, ...], im2col_bytes: int) -> bool:
+def conv_reads_windows_in_place(strides: tuple[int, ...], outs: tuple[int, ...], im2col_bytes: int,
+                                device: str) -> bool:
     """Whether a convolution's product-sum reads its input's windows in place, else as im2col rows (one copied-out
     row per output position, multiplied by the weight as a matmul). In place at stride 1 with output rows of whole
-    vectors: neighbouring outputs read neighbouring inputs, so the loads vectorise along the rows. Strided, they
-    would gather inputs a stride apart, or rows would end mid-vector. And in place when im2col would be too large."""
-    return all(s == 1 for s in strides) and outs[-1] % WHOLE_ROWS == 0 or im2col_bytes > IM2COL_BYTES
+    vectors (counted in float32 lanes of Renderer.simd_width; any rows without SIMD): neighbouring outputs read
+    neighbouring inputs, so the loads vectorise along the rows. Strided, they would gather inputs a stride apart, or
+    rows would end mid-vector. And in place when im2col would be too large."""
+    lanes = max(1, Device[device].renderer.simd_width // 4)
+    return all(s == 1 for s in strides) and outs[-1] % lanes == 0 or im2col_bytes > IM2COL_BYTES
 
 
 def _build_items(roots: list[UOp], is_root: set[UOp]) -> list[ScheduleItem]:
@@ -279,9 +281,10 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
 
 
 COSTLY_ELEMENTWISE = 12     # weighted ops (OP_WEIGHT)
-# a square root or a division counts as several ops; a reshape of a view costs a division and a remainder per index,
+# a square root or a division counts as several ops (FDIV as the MUL by RECIP it replaced, so kernels fuse as they
+# did); a reshape of a view costs a division and a remainder per index,
 # a pad a bounds check
-OP_WEIGHT = {Ops.SQRT: 4, Ops.RECIP: 4, Ops.EXP2: 4, Ops.LOG2: 4, Ops.SIN: 4, Ops.RESHAPE: 2, Ops.PAD: 1}
+OP_WEIGHT = {Ops.SQRT: 4, Ops.RECIP: 4, Ops.FDIV: 5, Ops.EXP2: 4, Ops.LOG2: 4, Ops.SIN: 4, Ops.RESHAPE: 2, Ops.PAD: 1}
 
 
 def _under_views(u: UOp) -> UOp:

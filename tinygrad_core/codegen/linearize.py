@@ -2,7 +2,8 @@
 
 REDUCE nodes become DEFINE_ACC + RANGE ... UPDATE_ACC ... ENDRANGE; reduces over the same ranges share one loop (that
 is what makes upcasting a register tile). Each op is placed in the outermost loop its inputs allow, so work that
-does not depend on a loop counter is done once, outside that loop."""
+does not depend on a loop counter is done once, outside that loop. A loop that waits at a BARRIER for local memory
+it wrote ends with another, so that no thread overwrites that memory on the next trip while others still read it."""
 from __future__ import annotations
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp, identity_element
@@ -73,21 +74,27 @@ class Linearizer:
     def emit_reduce_group(self, group: list[UOp]):
         ranges = group[0].src[1:]
         outer = len(self.scopes) - 1
-        accs = []
-        for u in group:
-            init = self.emit(UOp(Ops.CONST, u.dtype, (), identity_element(u.arg, u.dtype)))
-            accs.append(self.place(UOp(Ops.DEFINE_ACC, u.dtype, (init,), self.acc_count), outer))
-            self.acc_count += 1
+        accs = [None if u.arg is Ops.WMMA else self.define_acc(u, outer) for u in group]
         for r in ranges:
             self.open_loop(r)
-        for u, acc in zip(group, accs):
-            self.accumulate(acc, u.arg, self.emit(u.src[0]))
+        # a WMMA adds into an accumulator tile of its own (WMMA_ACC): it is the update
+        updates = [self.emit(u.src[0]) if acc is None else self.accumulate(acc, u.arg, self.emit(u.src[0]))
+                   for u, acc in zip(group, accs)]
+        if any(isinstance(item, UOp) and item.op is Ops.BARRIER for item in self.scopes[-1].items):
+            self.place(UOp(Ops.BARRIER, dtypes.void, tuple(updates)), len(self.scopes) - 1)
         for _ in ranges:
             self.close_loop()
-        for u, acc in zip(group, accs):
-            self.done[u] = acc
+        for u, acc, update in zip(group, accs, updates):
+            self.done[u] = acc if acc is not None else update
+            if acc is None:                   # after the loop, a WMMA stands for its tile, which lives outside it
+                self.depth_of[update] = outer
 
-    # ---- the steps of a reduce, also used by codegen that writes its loops itself (local_tiles.py) ----
+    # ---- the steps of a reduce ----
+    def define_acc(self, u: UOp, depth: int) -> UOp:
+        init = self.emit(UOp(Ops.CONST, u.dtype, (), identity_element(u.arg, u.dtype)))
+        self.acc_count += 1
+        return self.place(UOp(Ops.DEFINE_ACC, u.dtype, (init,), self.acc_count - 1), depth)
+
     def open_loop(self, r: UOp) -> UOp:
         """Open the loop of RANGE r inside the innermost open loop: ops that depend on r go in it."""
         end = self.emit(r.src[0])

@@ -12,9 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.codegen.decompose import decompose
-from tinygrad_core.codegen.linearize import Linearizer
-from tinygrad_core.codegen.lower import Lowerer, flat_index, reads_zero_unless, unflatten
+from tinygrad_core.codegen.lower import Lowerer, LoweredKernel, flat_index, reads_zero_unless, unflatten
 from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.helpers import ceildiv, prod
 from tinygrad_core.ops import Ops, UOp
@@ -133,44 +131,37 @@ def _out_coords(plan: LocalTilePlan, shape, m: UOp, n: UOp, batch: UOp) -> tuple
     return tuple(coords)
 
 
-def program(ast: UOp, plan: LocalTilePlan, renderer) -> tuple[list[UOp], tuple, tuple]:
-    """The linear program and its launch size. Group (gidx0, gidx1, gidx2) = (n tile, m tile, batch); thread (lidx0,
+def lower(ast: UOp, plan: LocalTilePlan, renderer) -> LoweredKernel:
+    """The kernel graph and its launch size. Group (gidx0, gidx1, gidx2) = (n tile, m tile, batch); thread (lidx0,
     lidx1) = (col, row) computes the outputs m = m0 + i*T + row, n = n0 + j*T + col for i, j < R, so neighbouring
     threads read and write neighbouring n."""
     out_buf, value = ast.src[0].src
     shape, T, R, zero = value.shape, plan.tile, plan.upcast, sym.const(0)
     M, N, K, batch = plan.sizes(shape)
     in_shape, reduce_axes = plan.reduce.src[0].shape, plan.reduce.arg[1]
-    lin = Linearizer(UOp(Ops.SINK, dtypes.void, tuple(program_signature(ast.toposort())[0])),
-                     lambda u: decompose(u, renderer))
-
-    def emit(u: UOp) -> UOp:
-        return lin.emit(decompose(u, renderer))
-
     groups = (ceildiv(N, T * R), ceildiv(M, T * R), batch)
     gn, gm = (UOp(Ops.SPECIAL, sym.INDEX, (), (f"gidx{i}", g)) for i, g in enumerate(groups[:2]))
-    gb = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx2", batch)) if plan.batch_axes else zero
+    gb = (UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx2", batch)),) if plan.batch_axes else ()
     col, row = (UOp(Ops.SPECIAL, sym.INDEX, (), (f"lidx{i}", T)) for i in range(2))
-    for u in (gn, gm, gb, col, row):
-        emit(u)
     ms = [sym.add(sym.mul(gm, T * R), sym.add(row, i * T)) for i in range(R)]
     ns = [sym.add(sym.mul(gn, T * R), sym.add(col, j * T)) for j in range(R)]
     m_ok = [sym.lt(m, M) if M % (T * R) else None for m in ms]
     n_ok = [sym.lt(n, N) if N % (T * R) else None for n in ns]
-    accs = [lin.place(UOp(Ops.DEFINE_ACC, plan.reduce.dtype, (emit(UOp(Ops.CONST, plan.reduce.dtype, (), 0)),), a), 0)
-            for a in range(R * R)]
-    step = lin.open_loop(UOp(Ops.RANGE, sym.INDEX, (sym.const(ceildiv(K, T)),), 0))
+    step = UOp(Ops.RANGE, sym.INDEX, (sym.const(ceildiv(K, T)),), 0)
     k0 = sym.mul(step, T)
+
+    def coords(m: UOp, n: UOp) -> tuple[UOp, ...]:
+        return _out_coords(plan, shape, m, n, gb[0] if gb else zero)
 
     def tile_element(operand: UOp, tile: UOp, index: UOp, m: UOp, n: UOp, k: UOp, valid) -> UOp:
         """One element of an operand's tile: the operand lowered at (m, n, k), stored at tile[index]."""
         k_ok = sym.lt(k, K) if K % T else None
-        element = _operand_at(plan, value, operand, _out_coords(plan, shape, m, n, gb),
-                              unflatten(k, [in_shape[a] for a in reduce_axes]), sym.and_(valid, k_ok))
+        element = _operand_at(plan, value, operand, coords(m, n), unflatten(k, [in_shape[a] for a in reduce_axes]),
+                              sym.and_(valid, k_ok))
         if k_ok is not None and not reads_zero_unless(element, k_ok):
             # past K both tiles must hold 0, whatever a prologue makes of a masked load (exp(0) = 1)
             element = UOp(Ops.WHERE, element.dtype, (k_ok, element, UOp(Ops.CONST, element.dtype, (), 0)))
-        return emit(UOp(Ops.STORE, dtypes.void, (tile, index, element)))
+        return UOp(Ops.STORE, dtypes.void, (tile, index, element))
 
     # the x tile is (T*R) x T, row-major: x[m][k0 + col]; the y tile T x (T*R): y[k0 + row][n]
     x_tile = UOp(Ops.DEFINE_LOCAL, plan.x.dtype, (), ("tile_x", T * T * R))
@@ -179,10 +170,10 @@ def program(ast: UOp, plan: LocalTilePlan, renderer) -> tuple[list[UOp], tuple, 
                            sym.add(k0, col), m_ok[i]) for i in range(R)]
     stores += [tile_element(plan.y, y_tile, sym.add(sym.add(sym.mul(row, T * R), col), j * T), zero, ns[j],
                             sym.add(k0, row), n_ok[j]) for j in range(R)]
-    ready = emit(UOp(Ops.BARRIER, dtypes.void, tuple(stores)))
-    # the inner product over the step's T k's, unrolled: straight-line code lets a CPU driver vectorise across the
-    # group's threads, and GPU compilers unroll a loop this short anyway
-    sums = list(accs)
+    ready = UOp(Ops.BARRIER, dtypes.void, tuple(stores))
+    # each step's sum over its T k's, unrolled: straight-line code lets a CPU driver vectorise across the group's
+    # threads, and GPU compilers unroll a loop this short anyway
+    sums: list[UOp | None] = [None] * (R * R)
     for kk in range(T):
         xs = [UOp(Ops.LOAD, plan.x.dtype, (x_tile, sym.add(sym.mul(row, T), i * T * T + kk), ready)) for i in range(R)]
         ys = [UOp(Ops.LOAD, plan.y.dtype, (y_tile, sym.add(col, kk * T * R + j * T), ready)) for j in range(R)]
@@ -190,18 +181,14 @@ def program(ast: UOp, plan: LocalTilePlan, renderer) -> tuple[list[UOp], tuple, 
             product = UOp(Ops.MUL, plan.x.dtype, (x, y))
             for dtype in plan.casts:
                 product = product.cast(dtype)
-            sums[a] = UOp(Ops.ADD, plan.reduce.dtype, (sums[a], product))
-    updates = tuple(lin.place(UOp(Ops.UPDATE_ACC, acc.dtype, (acc, emit(total))), len(lin.scopes) - 1)
-                    for acc, total in zip(accs, sums))
-    # every thread must be done reading the tiles before the next step overwrites them
-    lin.place(UOp(Ops.BARRIER, dtypes.void, updates), len(lin.scopes) - 1)
-    lin.close_loop()
-    # the epilogue: the kernel's value with an accumulator in the reduce's place, stored where that output is
+            sums[a] = product if sums[a] is None else UOp(Ops.ADD, plan.reduce.dtype, (sums[a], product))
+    # the epilogue: the kernel's value with the reduce over the steps in the reduce's place, stored where that output is
+    out_stores = []
     for a, (i, j) in enumerate((i, j) for i in range(R) for j in range(R)):
-        valid = sym.and_(m_ok[i], n_ok[j])
-        out = _out_coords(plan, shape, ms[i], ns[j], gb)
-        result = _AtReduce(plan.reduce, lambda *_, acc=accs[a]: acc).lower(value, (out,), (valid,))[0]
-        gate = () if valid is None else (valid,)
-        emit(UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(out, shape), result) + gate))
-    return lin.program(), groups, (T, T, 1)
-
+        valid, out = sym.and_(m_ok[i], n_ok[j]), coords(ms[i], ns[j])
+        total = UOp(Ops.REDUCE, plan.reduce.dtype, (sums[a], step), Ops.ADD)
+        result = _AtReduce(plan.reduce, lambda *_, total=total: total).lower(value, (out,), (valid,))[0]
+        out_stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(out, shape), result) +
+                              (() if valid is None else (valid,))))
+    sink = (*program_signature(ast.toposort())[0], gn, gm, *gb, col, row, *out_stores)
+    return LoweredKernel(UOp(Ops.SINK, dtypes.void, sink), groups, (T, T, 1))

@@ -178,8 +178,10 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
         reused = [i for i in range(len(shape)) if shape[i] > 1 and i != vector_axis and
                   all(axes[i] == 0 for axes in vector_loads) and any(axes[i] for axes, _, _ in loads)]
         if try_upcast(vector_axis, widths[1:] if reused and size else widths) and reused and size:
-            # 8 rows x 2 vectors = 16 accumulator registers: half of AVX-512's 32, too many for AVX2's 16
-            rows = (8, 4, 2) if size == 2 and renderer.simd_width >= 64 else (4, 2)
+            # rows x 2 vectors of accumulators in half the vector registers (the rest hold the loads), on the largest
+            # kernels; 4 rows on others, or where the renderer doesn't say how many registers it has
+            most = max(4, renderer.simd_registers // 4) if size == 2 else 4
+            rows = tuple(r for r in (8, 4, 2) if r <= most)
             fits = [i for i in reused if fitting(i, rows)]     # e.g. not a 3x3 kernel's axis
             if fits:
                 try_upcast(fits[-1], rows)

@@ -29,23 +29,20 @@ def _choose_opts(k: Kernel):
 
 
 def _lower(k: Kernel):
-    """The plain lowering gives a kernel graph. Tensor cores and local tiles, when the opts chose them, lay their loops
-    out themselves through the Linearizer's loop steps, so they give the program directly."""
+    """The kernel graph: tensor-core tiles or local-memory tiles when the opts chose them, else the plain lowering."""
     tiled = tensor_cores if k.opts.tensor_core else local_tiles if k.opts.local_tiles else None
-    if tiled is not None:
-        k.program, *k.launch = tiled.program(k.ast, tiled.match(k.ast, k.renderer), k.renderer)
-    else:
-        lowered = lower_kernel(k.ast, k.renderer, k.opts)
-        k.graph, k.launch = lowered.sink, (lowered.global_size, lowered.local_size)
+    lowered = tiled.lower(k.ast, tiled.match(k.ast, k.renderer), k.renderer) if tiled else \
+        lower_kernel(k.ast, k.renderer, k.opts)
+    k.graph, k.launch = lowered.sink, (lowered.global_size, lowered.local_size)
 
 
 def _decompose(k: Kernel):
-    k.graph = k.graph and decompose(k.graph, k.renderer)
+    k.graph = decompose(k.graph, k.renderer)
 
 
 def _linearize(k: Kernel):
-    if k.program is None:       # (a reduce's update is made while linearizing: decomposed there too)
-        k.program = Linearizer(k.graph, lambda u: decompose(u, k.renderer)).program()
+    # (a reduce's update is made while linearizing: decomposed there too)
+    k.program = Linearizer(k.graph, lambda u: decompose(u, k.renderer)).program()
 
 
 PASSES = [("opts", _choose_opts), ("lower", _lower), ("decompose", _decompose), ("linearize", _linearize)]

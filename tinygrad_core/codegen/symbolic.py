@@ -6,6 +6,8 @@ Symbolic sizes are the same expressions over Variables (DEFINE_VAR; BIND when a 
 from __future__ import annotations
 import contextlib
 import math
+import sys
+from tinygrad_core import ops
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp
 
@@ -322,3 +324,6 @@ def render(x: UOp, top: bool = True) -> str:
     bound = top and all(u.op is not Ops.DEFINE_VAR or any(b.op is Ops.BIND and b.src[0] is u for b in x.toposort())
                         for u in x.toposort())
     return f"{text}={evaluate(x)}" if bound else text
+
+
+ops.SIMPLIFIER = sys.modules[__name__]     # UOp's operators, value and repr on symbolic ints (see ops.SIMPLIFIER)

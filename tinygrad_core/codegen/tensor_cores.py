@@ -6,8 +6,7 @@ dimension, and the sizes are whole tiles. Each warp then owns one output tile an
 from __future__ import annotations
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.codegen.linearize import Linearizer
-from tinygrad_core.codegen.lower import Lowerer
+from tinygrad_core.codegen.lower import Lowerer, LoweredKernel
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp
 from tinygrad_core.renderer import TensorCore, program_signature
@@ -91,23 +90,21 @@ def match(ast: UOp, renderer) -> TilePlan | None:
     return None
 
 
-def program(ast: UOp, plan: TilePlan, renderer) -> tuple[list[UOp], tuple, tuple]:
-    """The linear program (and launch size): a warp per output tile, a loop over K in tile steps."""
+def lower(ast: UOp, plan: TilePlan, renderer) -> LoweredKernel:
+    """The kernel graph (and launch size): a warp per output tile, a loop over K in tile steps."""
     tc, (tm, tn, tk) = plan.tc, plan.tc.dims
     tiles_n, warps = plan.N // tn, (plan.M // tm) * (plan.N // tn)
-    lin = Linearizer(UOp(Ops.SINK, dtypes.void, tuple(program_signature(ast.toposort())[0])))
-    warp = lin.emit(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", warps)))
-    if renderer.has_local:        # the warp's threads: each tile op is issued by all of them together
-        lin.emit(UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", tc.threads)))
+    warp = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", warps))
+    # the warp's threads: each tile op is issued by all of them together
+    threads = (UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", tc.threads)),) if renderer.has_local else ()
     m0, n0 = sym.mul(sym.idiv(warp, tiles_n), tm), sym.mul(sym.mod(warp, tiles_n), tn)
-    acc = lin.place(UOp(Ops.WMMA_ACC, tc.dtype_acc, (), (tc,)), 0)
-    k0 = sym.mul(lin.open_loop(UOp(Ops.RANGE, sym.INDEX, (sym.const(plan.K // tk),), 0)), tk)
+    steps = UOp(Ops.RANGE, sym.INDEX, (sym.const(plan.K // tk),), 0)
+    k0 = sym.mul(steps, tk)
     a_index = sym.add(sym.add(sym.mul(m0, plan.a.outer), sym.mul(k0, plan.a.step_k)), plan.a.offset)
     b_index = sym.add(sym.add(sym.mul(n0, plan.b.outer), sym.mul(k0, plan.b.step_k)), plan.b.offset)
-    mma = lin.emit(UOp(Ops.WMMA, tc.dtype_acc, (acc, plan.a.buf, a_index, plan.b.buf, b_index),
-                       (tc, plan.a.ld, plan.a.row_major, plan.b.ld, plan.b.row_major)))
-    lin.close_loop()
-    # the tile's value is the accumulator's after the loop: the store goes after it, whatever its inputs are
-    index = lin.emit(sym.add(sym.mul(m0, plan.N), n0))
-    lin.place(UOp(Ops.WMMA_STORE, dtypes.void, (ast.src[0].src[0], index, mma), (tc, plan.N)), 0)
-    return lin.program(), (warps, 1, 1), (tc.threads, 1, 1) if renderer.has_local else (1, 1, 1)
+    mma = UOp(Ops.WMMA, tc.dtype_acc, (UOp(Ops.WMMA_ACC, tc.dtype_acc, (), (tc,)), plan.a.buf, a_index, plan.b.buf,
+                                       b_index), (tc, plan.a.ld, plan.a.row_major, plan.b.ld, plan.b.row_major))
+    tile = UOp(Ops.REDUCE, tc.dtype_acc, (mma, steps), Ops.WMMA)
+    store = UOp(Ops.WMMA_STORE, dtypes.void, (ast.src[0].src[0], sym.add(sym.mul(m0, plan.N), n0), tile), (tc, plan.N))
+    sink = UOp(Ops.SINK, dtypes.void, (*program_signature(ast.toposort())[0], warp, *threads, store))
+    return LoweredKernel(sink, (warps, 1, 1), (tc.threads, 1, 1) if renderer.has_local else (1, 1, 1))

@@ -36,6 +36,7 @@ class Renderer:
     max_unroll: int = 1                # how far reduce loops may be unrolled
     default_local_size: int = 1        # threads per group (has_local renderers)
     simd_width: int = 0                # bytes per SIMD register (CPUs): tile reduces by memory strides, see opts.py
+    simd_registers: int = 0            # how many SIMD registers (CPUs): bounds a register tile's rows, see opts.py
     tensor_cores: tuple[TensorCore, ...] = ()   # matmul-shaped kernels become WMMA ops (codegen/tensor_cores.py)
     # True when what render() makes depends only on the kernel, the core's code, this renderer's module and its
     # attributes: the core may then remember rendered programs on disk (a fresh process skips lowering them)
