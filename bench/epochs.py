@@ -2,15 +2,24 @@
 
 Each framework trains `examples/mnist_mlp.py`'s TinyMLP and `examples/mnist_cnn.py`'s MnistCNN on the shipped MNIST
 for one epoch (Adam, the examples' batch sizes and learning rates, the same numpy batching and augmentation), in a
-process of its own, and reports the epoch's seconds (the first epoch includes compiling) and the test accuracy.
+process of its own, and reports the epoch's seconds (the first epoch includes compiling: with the disk cache filled by
+an earlier run of the same code, only loading the kernels; any edit of the code misses it) and the test accuracy.
+--breakdown splits tinygrad_core's epoch instead: the first steps (compile, capture), then per steady step the batch
+(numpy work, Tensor), the program launches, the rest of the replay and loss.item(), in wall and CPU seconds and in
+Python function calls (a count that other work on the machine doesn't change): with an empty disk cache (cold), then
+with the one that run filled (warm).
 
-    python bench/epochs.py [--models mlp,cnn] [--frameworks tinygrad_core,torch] [--torch-threads 2]"""
+    python bench/epochs.py [--models mlp,cnn] [--frameworks tinygrad_core,torch] [--torch-threads 2]
+    python bench/epochs.py --breakdown [--models mlp,cnn]"""
 from __future__ import annotations
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
+import tempfile
 import time
 import numpy as np
 
@@ -29,17 +38,23 @@ def batches(model: str, seed: int = 0):
     return train, normalize(X_test, None), Y_test
 
 
-def run_tinygrad_core(model: str) -> dict:
+def tinygrad_core_model(model: str):
+    """(the network, its jitted train step) as examples/training.py makes them."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
-    from tinygrad_core import Tensor
     from tinygrad_core.nn.optim import Adam
     from tinygrad_core.nn.state import get_parameters
-    from training import make_train_step, make_predict
+    from training import make_train_step
     from mnist_mlp import TinyMLP
     from mnist_cnn import MnistCNN
-    train, X_test, Y_test = batches(model)
     net = TinyMLP() if model == "mlp" else MnistCNN()
-    step = make_train_step(net, Adam(get_parameters(net), lr=MODELS[model]["lr"]), jit=True)
+    return net, make_train_step(net, Adam(get_parameters(net), lr=MODELS[model]["lr"]), jit=True)
+
+
+def run_tinygrad_core(model: str) -> dict:
+    from tinygrad_core import Tensor
+    train, X_test, Y_test = batches(model)
+    net, step = tinygrad_core_model(model)
+    from training import make_predict
     start = time.perf_counter()
     for x, y in train:
         loss, _ = step(x, y)
@@ -49,6 +64,77 @@ def run_tinygrad_core(model: str) -> dict:
     correct = sum(int((predict(Tensor(X_test[i:i + 1000])).numpy() == Y_test[i:i + 1000]).sum())
                   for i in range(0, len(X_test), 1000))
     return {"seconds": seconds, "accuracy": 100 * correct / len(X_test)}
+
+
+PHASES = ("batch: numpy", "batch: Tensor", "step 1 (compiles)", "step 2 (captures)", "steps: program calls",
+          "steps: the replay's Python", "loss.item()")
+
+
+def breakdown(model: str, counted_steps: int = 50) -> dict:
+    """tinygrad_core's epoch by phase, as run_tinygrad_core runs it: wall and CPU seconds (of the process) summed over
+    the epoch; then Python function calls per steady step over counted_steps more steps (cProfile slows what it
+    watches, so it runs apart). Program calls: the kernels and the backend's launch code (their __call__, wrapped)."""
+    from tinygrad_core.device import Device, Program
+    from tinygrad_core.helpers import GlobalCounters
+    train, _, _ = batches(model)
+    _, step = tinygrad_core_model(model)
+    Device[Device.DEFAULT]                  # (loaded: its program class is one of those timed)
+    seconds = {name: [0.0, 0.0] for name in PHASES}
+    profiles = {name: cProfile.Profile() for name in PHASES}
+    now, counting = [None], [False]           # the phase being timed; whether calls are counted instead
+    originals = {cls: cls.__call__ for cls in Program.__subclasses__()}
+
+    def timed(name, fn, *args, **kwargs):
+        if counting[0] and now[0] is None:       # (one profiler at a time: a phase inside another counts in it)
+            now[0] = name
+            with profiles[name]:
+                out = fn(*args, **kwargs)
+            now[0] = None
+            return out
+        if counting[0]:
+            return fn(*args, **kwargs)
+        outer, now[0] = now[0], name
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = fn(*args, **kwargs)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        for phase in {name, outer} - {None}:     # (a program call counts in its own phase, not in the replay's)
+            seconds[phase][0] += wall if phase == name else -wall
+            seconds[phase][1] += cpu if phase == name else -cpu
+        now[0] = outer
+        return out
+    for cls, original in originals.items():
+        cls.__call__ = lambda program, *a, _original=original, **k: \
+            timed("steps: program calls", _original, program, *a, **k) if now[0] == PHASES[5] else \
+            _original(program, *a, **k)
+
+    def epoch(count: int) -> int:
+        batches = iter(train)
+        for _ in range(count):
+            x, y = timed("batch: Tensor", next, batches)
+            kernels = GlobalCounters.kernel_count
+            loss, _ = timed(PHASES[2 + step.calls] if step.calls < 2 else PHASES[5], step, x, y)
+            timed("loss.item()", loss.item)
+        return GlobalCounters.kernel_count - kernels
+
+    def numpy_batches(arrays=train.arrays):      # (what Batches iterates over: timed apart from making Tensors)
+        batches = arrays()
+        while (batch := timed("batch: numpy", next, batches, None)) is not None:
+            yield batch
+    train.arrays = numpy_batches
+    wall, cpu = time.perf_counter(), time.process_time()
+    kernels = epoch(len(train))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    counting[0] = True
+    epoch(counted_steps)
+    arrays = type(train).arrays(train)
+    with profiles[PHASES[0]]:
+        for _ in range(counted_steps):
+            next(arrays)
+    calls = {name: pstats.Stats(profiles[name]).total_calls / counted_steps for name in (PHASES[0], PHASES[1],
+                                                                                        PHASES[5], PHASES[6])}
+    calls[PHASES[1]] -= calls[PHASES[0]]
+    return {"steps": len(train), "kernels per step": kernels, "epoch": [wall, cpu], "seconds": seconds,
+            "calls per step": calls}
 
 
 def run_torch(model: str, threads: int) -> dict:
@@ -79,25 +165,58 @@ def run_torch(model: str, threads: int) -> dict:
     return {"seconds": seconds, "accuracy": 100 * float((predicted == Y_test).mean())}
 
 
+def worker(framework: str, model: str, threads: int, env=None) -> dict:
+    """The result of a worker process (its last line of output), or {"error": the end of what it wrote}."""
+    done = subprocess.run([sys.executable, __file__, "--worker", framework, model, "--torch-threads", str(threads)],
+                          capture_output=True, text=True, env=env, check=False)
+    last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+    return json.loads(last[0]) if last else {"error": done.stderr.strip()[-300:]}
+
+
+def print_breakdown(model: str):
+    """The breakdown with an empty disk cache (cold: every kernel compiled) and then with the one that run filled."""
+    with tempfile.TemporaryDirectory() as cache:
+        runs = [worker("breakdown", model, 0, dict(os.environ, TINYGRAD_CACHE_DIR=cache)) for _ in ("cold", "warm")]
+    if errors := [r["error"] for r in runs if "error" in r]:
+        print(f"{model}: error: {errors[0]}")
+        return
+    cold, warm = runs
+    print(f"\n{model}: {warm['steps']} steps of {warm['kernels per step']} kernels; epoch {warm['epoch'][0]:.3f} s "
+          f"wall, {warm['epoch'][1]:.3f} s CPU (cold disk cache: {cold['epoch'][0]:.3f} s, {cold['epoch'][1]:.3f} s)\n")
+    print("| phase | wall s | CPU s | share (wall) | ms per step (wall) | Python calls per step | cold: wall s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name in PHASES:
+        (wall, cpu), steps = warm["seconds"][name], 1 if name.startswith("step ") else \
+            warm["steps"] - 2 if name.startswith("steps") else warm["steps"]
+        calls = warm["calls per step"].get(name)
+        print(f"| {name} | {wall:.3f} | {cpu:.3f} | {100 * wall / warm['epoch'][0]:.1f}% | {1e3 * wall / steps:.3f} | "
+              f"{'' if calls is None else f'{calls:.0f}'} | {cold['seconds'][name][0]:.3f} |")
+    rest = warm["epoch"][0] - sum(w for w, _ in warm["seconds"].values())
+    print(f"| the loop itself, unaccounted | {rest:.3f} | | {100 * rest / warm['epoch'][0]:.1f}% | | | |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mlp,cnn")
     parser.add_argument("--frameworks", default="tinygrad_core,torch")
     parser.add_argument("--torch-threads", type=int, default=2)
+    parser.add_argument("--breakdown", action="store_true", help="split tinygrad_core's epoch by phase instead")
     parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         framework, model = args.worker
-        result = run_torch(model, args.torch_threads) if framework == "torch" else run_tinygrad_core(model)
+        result = run_torch(model, args.torch_threads) if framework == "torch" else \
+            breakdown(model) if framework == "breakdown" else run_tinygrad_core(model)
         print(json.dumps(result))
+        return
+    if args.breakdown:
+        for model in args.models.split(","):
+            print_breakdown(model)
         return
     rows = {}
     for model in args.models.split(","):
         for framework in args.frameworks.split(","):
-            done = subprocess.run([sys.executable, __file__, "--worker", framework, model, "--torch-threads",
-                                   str(args.torch_threads)], capture_output=True, text=True)
-            last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
-            rows[model, framework] = json.loads(last[0]) if last else {"error": done.stderr.strip()[-300:]}
+            rows[model, framework] = worker(framework, model, args.torch_threads)
     print(f"{'model':6s} {'framework':14s} {'s/epoch':>9s} {'test acc':>9s}")
     for (model, framework), r in rows.items():
         if "error" in r:

@@ -90,7 +90,8 @@ def train(model, optimizer, train_batches: Batches, epochs: int, jit: bool, sche
             loss_avg = loss_value if loss_avg is None else 0.95 * loss_avg + 0.05 * loss_value
             seen += y.shape[0]
             correct_total += int(correct.item())
-            bar.set_postfix(loss=f"{loss_avg:.4f}", acc=f"{100 * correct_total / seen:.2f}%")
+            # (shown at the bar's next redraw, which tqdm spaces out: not a redraw per step)
+            bar.set_postfix(loss=f"{loss_avg:.4f}", acc=f"{100 * correct_total / seen:.2f}%", refresh=False)
         seconds.append(time.perf_counter() - start)
         if scheduler is not None:
             scheduler.step()

@@ -286,6 +286,42 @@ def test_concurrent_writers_of_the_same_entries_both_get_right_results(cache, ca
     assert "cache: discarding" not in capsys.readouterr().out      # every entry left is whole
 
 
+MLP_STEPS = """
+import sys
+sys.path.insert(0, {examples!r})
+import numpy as np
+from tinygrad_core import Device, Tensor
+from tinygrad_core.nn.optim import Adam
+from tinygrad_core.nn.state import get_parameters
+from mnist_mlp import TinyMLP
+from training import make_train_step
+compiler, compiled = Device["CPU"].compiler, []
+compile_many = compiler.compile_many
+compiler.compile_many = lambda sources: compiled.extend(sources) or compile_many(sources)
+Tensor.manual_seed(0)
+net = TinyMLP()
+step = make_train_step(net, Adam(get_parameters(net), lr=1e-3), jit=True)
+rng = np.random.default_rng(0)
+losses = [step(Tensor(rng.standard_normal((128, 1, 28, 28), dtype=np.float32)),
+               Tensor(rng.integers(0, 10, 128, dtype=np.int32)))[0].item() for _ in range(4)]
+print(len(compiled), *losses)
+"""
+
+
+def test_a_second_process_compiles_nothing_for_the_mlp_training_step(cache):
+    import os
+    import subprocess
+    import sys
+    examples = str(pathlib.Path(__file__).parent.parent / "examples")
+    runs = [subprocess.run([sys.executable, "-c", MLP_STEPS.format(examples=examples)], capture_output=True, text=True,
+                           env={**os.environ, "TINYGRAD_CACHE_DIR": str(cache)}, timeout=300, check=False)
+            for _ in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
+    (first, *losses), (second, *again) = (run.stdout.split() for run in runs)
+    assert int(first) >= 10 and int(second) == 0        # every kernel of the step came from the disk
+    assert again == losses                              # and computes the same
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Keys: a program or binary made by other code or another release of the backend is never found again.
 # ---------------------------------------------------------------------------------------------------------------

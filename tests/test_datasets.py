@@ -115,6 +115,18 @@ def test_batches_shuffle_cover_everything_and_drop_last():
         Batches(X, Y[:5], 4)
 
 
+def test_a_batch_made_for_the_pass_becomes_a_tensor_without_a_copy_and_a_view_of_the_callers_array_is_copied():
+    from tinygrad_core.schedule import buffer_of
+    X, Y = np.arange(24, dtype=np.float32).reshape(6, 4), np.arange(6, dtype=np.int32)
+    x, y = next(iter(Batches(X, Y, batch_size=3, shuffle=False, transform=lambda x, rng: x / 2)))
+    assert buffer_of(x.uop)._shared                     # the transform's new array is the tensor's memory
+    assert x.numpy().tolist() == (X[:3] / 2).tolist() and y.numpy().tolist() == [0, 1, 2]
+    held = np.zeros((6, 4), dtype=np.float32)           # a transform handing out a view of an array it keeps
+    x, _ = next(iter(Batches(X, Y, batch_size=3, shuffle=False, transform=lambda x, rng: held[:3])))
+    held[:] = 7                                         # ... stays writable, and the tensor has its own copy
+    assert not buffer_of(x.uop)._shared and x.numpy().tolist() == [[0.0] * 4] * 3
+
+
 def write_fake_idx(folder, seed: int, n_train=3, n_test=2):
     """The four MNIST files, gzipped IDX as the mirrors serve them, holding small random images and labels."""
     folder.mkdir(parents=True)

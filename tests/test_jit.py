@@ -279,3 +279,33 @@ def test_a_capture_inside_another_capture_is_refused_and_a_later_capture_still_w
     f = TinyJit(lambda x: (x * 3).realize())
     for step in range(4):
         assert_close(f(Tensor(x + step)).numpy(), (x + step) * 3)
+
+
+def test_a_replay_launches_its_kernels_straight_and_counts_them_as_a_run_does(monkeypatch):
+    from tinygrad_core import GlobalCounters
+    from tinygrad_core.engine import realize
+    rng = np.random.default_rng(0)
+    w = Tensor(rng.standard_normal((8, 4)).astype(np.float32)).realize()
+
+    def step(x):
+        w.assign(w - 0.1 * x.T @ (x @ w)).realize()       # a weight written in place, read next call
+        return (x @ w).relu().sum()
+    f, expected_w = TinyJit(step), w.numpy().copy()
+    xs = [rng.standard_normal((3, 8)).astype(np.float32) for _ in range(5)]
+    GlobalCounters.reset()
+    step(Tensor(xs[0])).realize()
+    counted = GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem
+    w.assign(Tensor(expected_w)).realize()
+    launched, launch = [], realize.launch
+    for i, x in enumerate(xs):
+        if i == 2:          # from the first replay on, no kernel goes through realize.launch
+            monkeypatch.setattr(realize, "launch", lambda *a, **k: launched.append(a[0]) or launch(*a, **k))
+            GlobalCounters.reset()
+        out = f(Tensor(x))
+        held = w.numpy()            # (read out: the next replay's write must not change this array)
+        expected_w = expected_w - 0.1 * x.T @ (x @ expected_w)
+        assert_close(out.numpy(), np.maximum(x @ expected_w, 0).sum(), rtol=1e-5)
+        assert_close(held, expected_w, rtol=1e-5)
+    assert launched == []
+    assert (GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem) == \
+        tuple(3 * c for c in counted)                       # three replays count as three runs do

@@ -187,26 +187,26 @@ class CPUProgram(Program):
         """How [0, size) is split among threads: one slice until PROBES launches of this size were timed, then as
         many equal slices as keep each one SHARE_OVER_WAKE times as long as the wake-up."""
         threads = thread_count()
+        if (plan := self.plans.get((size, threads, _Launcher._wake_cost))) is not None:   # (once timed: one look-up)
+            return plan
         timed = self.one_thread.get(size, ())
         if threads == 1 or len(timed) < PROBES:
             return [(0, size)]
         wake = _Launcher.wake_cost()
-        if (plan := self.plans.get(key := (size, threads, wake))) is None:
-            count = int(min(threads, size, max(1.0, min(timed) / (SHARE_OVER_WAKE * wake))))
-            step = -(-size // count)
-            plan = self.plans[key] = [(start, min(start + step, size)) for start in range(0, size, step)]
+        count = int(min(threads, size, max(1.0, min(timed) / (SHARE_OVER_WAKE * wake))))
+        step = -(-size // count)
+        plan = self.plans[size, threads, wake] = [(start, min(start + step, size)) for start in range(0, size, step)]
         return plan
 
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
         started = time.perf_counter()
-        args = [b.address for b in bufs]
-        args += vals
+        args = [*[b.address for b in bufs], *vals]
         size = global_size[0] * global_size[1] * global_size[2]
-        slices = self.slices(size)
-        if len(slices) == 1 or not _Launcher.split(self.function, args, slices):
-            probing = len(timed := self.one_thread.setdefault(size, [])) < PROBES
-            cpu = time.thread_time() if probing else 0.0
-            self.function(*args, 0, size)
-            if probing:     # (this thread's CPU time: on a busy machine, the time it waited for a CPU isn't work)
-                timed.append(time.thread_time() - cpu)
+        if len(slices := self.slices(size)) == 1 or not _Launcher.split(self.function, args, slices):
+            if len(timed := self.one_thread.get(size, ())) >= PROBES:
+                self.function(*args, 0, size)
+            else:       # (this thread's CPU time: on a busy machine, the time it waited for a CPU isn't work)
+                cpu = time.thread_time()
+                self.function(*args, 0, size)
+                self.one_thread[size] = [*timed, time.thread_time() - cpu]
         return time.perf_counter() - started if wait else None

@@ -1,8 +1,9 @@
 """TinyJit: run a function's kernels again without running its Python.
 
 The first call runs normally (and compiles); the second call records every kernel launched (runner + buffers);
-later calls replay the recording with the new input buffers swapped in. No graph is built, nothing is scheduled.
-Sizes made of Variables are part of the recording unbound: a call with other values replays it with those values."""
+later calls replay the recording with the new input buffers swapped in. No graph is built, nothing is scheduled, and
+a kernel without Variables goes straight to its program (`_launcher`). Sizes made of Variables are part of the
+recording unbound: a call with other values replays it with those values."""
 from __future__ import annotations
 import functools
 import weakref
@@ -10,7 +11,8 @@ from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.creation import random_offset_buffers
 from tinygrad_core.engine import realize
-from tinygrad_core.helpers import DEBUG, JIT
+from tinygrad_core.helpers import DEBUG, JIT, GlobalCounters
+from tinygrad_core.multi import part_tensors, part_views, parts_of, realized_view
 from tinygrad_core.ops import Ops, UOp, is_symbolic
 from tinygrad_core.schedule import buffer_of, buffer_uop, realized
 from tinygrad_core.tensor import Tensor
@@ -26,7 +28,7 @@ def _key(value, inputs: list, values: dict):
     compute differently)."""
     if isinstance(value, Tensor):
         inputs.append(value)
-        return Tensor
+        return (Tensor, sym.unbind(value.shape, values)) if isinstance(value.device, tuple) else Tensor
     if is_symbolic(value):
         return sym.unbind(value, values)
     if isinstance(value, (list, tuple, dict)):
@@ -68,17 +70,29 @@ def _renew(views: list, written: set, values: dict, moved: dict = {}):
     """Point each (tensor, the plain view holding its value) that views a buffer in written at a new version of it,
     as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by schedule.realized with a value
     from before the write. A buffer in moved is replaced by the leaf given there."""
+    views = part_views(views)           # (a sharded tensor's view: one per part, each on a buffer)
     # one past the newest version any of them holds (in version order, so the newest is written last)
     leaves = sorted((leaf for _, view in views if (leaf := _leaf(view)) is not None), key=lambda u: u.arg[1])
     latest = {leaf.arg[0]: leaf.arg[1] + 1 for leaf in leaves if leaf.arg[0] in written}
+    new = moved | {buf: buffer_uop(buf, version) for buf, version in latest.items()}     # (one node per buffer)
     for t, view in views:
-        if (leaf := _leaf(view)) is not None and (new := buffer_uop(leaf.arg[0], latest[leaf.arg[0]])
-                                                  if leaf.arg[0] in latest else moved.get(leaf.arg[0])) is not None:
-            t.uop = new if view is leaf else new.reshape(sym.rebind(view.arg, values))
+        if (leaf := _leaf(view)) is not None and (renewed := new.get(leaf.arg[0])) is not None:
+            t.uop = renewed if view is leaf else renewed.reshape(sym.rebind(view.arg, values) if values else view.arg)
 
 
 def _views(tensors) -> list:
     return [(t, realized.get(t.uop, t.uop)) for t in tensors]
+
+
+def _launcher(runner, bufs: list, var_vals: dict):
+    """What a replay calls (with the call's Variable values) to run one recorded kernel on bufs (the recording's list,
+    whose input slots each call fills): a kernel without Variables goes to its program with its sizes worked out once
+    (what realize.launch counts is counted per replay), anything else through realize.launch."""
+    if not isinstance(runner, realize.CompiledRunner) or var_vals:
+        return lambda values: realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
+    program, sizes = runner.program, {"global_size": runner.global_size, "local_size": runner.local_size}
+    # (a planned buffer gets its memory back here; one written while it shares an array's gets memory of its own)
+    return lambda values: program(bufs[0].prepare_write().opaque, *[b.opaque for b in bufs[1:]], **sizes)
 
 
 def plan_memory(recording: list, inputs: set):
@@ -123,6 +137,8 @@ class Capture:
     written: set                # buffers the kernels write, other than the inputs
     viewers: weakref.WeakSet    # the tensors on those buffers (weights, optimizer state, gradients, outputs)
     planned: list               # buffers only the kernels use (plan_memory), given back after each replay
+    launches: list              # per kernel, what runs it (_launcher)
+    counts: list                # what the kernels run straight add to GlobalCounters' kernel_count, ops, mem
 
 
 class TinyJit:
@@ -132,25 +148,22 @@ class TinyJit:
 
     def __init__(self, fn):
         self.fn = fn
-        self.calls = 0
-        self.captures: dict[tuple, Capture] = {}
+        self.reset()
         functools.update_wrapper(self, fn)
 
     def __get__(self, obj, objtype=None):      # @TinyJit on a method
         return functools.partial(self.__call__, obj) if obj is not None else self
 
     def reset(self):
-        self.calls, self.captures = 0, {}
+        self.calls, self.captures = 0, {}       # captures: signature -> Capture
 
     def __call__(self, *args, **kwargs):
         if not JIT:                       # JIT=0: run the function as written, every call
             return self.fn(*args, **kwargs)
         inputs, values = [], {}         # values: of the Variables in the inputs' shapes, or passed bound
         structure = (_key(args, inputs, values), _key(kwargs, inputs, values))
-        for t in inputs:
-            if buffer_of(t.uop) is None:
-                t.uop = t.contiguous().uop
-        Tensor.realize_all(*inputs)
+        Tensor.realize_all(*[t.replace(t.contiguous()) for t in inputs if buffer_of(t.uop) is None])
+        inputs = [part for t in inputs for part in part_tensors(t)]     # (a sharded input: each part is one)
         buffers = [buffer_of(t.uop) for t in inputs]
         # an input passed twice is one kernel argument in the recording: a call with two distinct ones captures anew
         signature = structure + tuple((sym.unbind(t.shape, values), t.dtype, t.device, buffers.index(b))
@@ -173,13 +186,13 @@ class TinyJit:
         # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
         # be computed, and so recorded, again, not found in schedule.realized (a replay after the weights change would
         # read it). Tensors keeping a graph for backward() keep it
-        plain = [(t, t.uop) for t in list(Tensor._live.values()) if _leaf(t.uop) is not None]
-        _renew(plain, {_leaf(view).arg[0] for _, view in plain}, {})
+        plain = [(t, t.uop) for t in list(Tensor._live.values()) if any(map(_leaf, parts_of(t.uop)))]
+        _renew(plain, {_leaf(p).arg[0] for _, view in plain for p in parts_of(view) if _leaf(p)}, {})
         with realize.recorder as recording:
             ret = self.fn(*args, **kwargs)
             Tensor.realize_all(*_tensors_out(ret))
         for t in _tensors_out(ret):     # (a replay's outputs have no graph either: the activations under it can go)
-            t.uop = realized.get(t.uop, t.uop)
+            t.uop = realized_view(t.uop) or t.uop
         input_buffers = {buffer_of(t.uop): k for k, t in enumerate(inputs)}
         planned = plan_memory(recording, set(input_buffers))
         slots = [(i, j, input_buffers[b]) for i, (_, bufs, _) in enumerate(recording) for j, b in enumerate(bufs)
@@ -189,10 +202,13 @@ class TinyJit:
         outputs = _views(t for t in _tensors_out(ret) if id(t) not in returned_inputs)
         written = {bufs[0] for _, bufs, _ in recording} - set(input_buffers)
         # found once here, not among all live tensors per replay: a replay then costs what its state costs
-        viewers = weakref.WeakSet(t for t, view in _views(list(Tensor._live.values())) if (leaf := _leaf(view)) is not None
-                                  and leaf.arg[0] in written)
+        viewers = weakref.WeakSet(t for t, view in _views(list(Tensor._live.values())) if any(
+            (leaf := _leaf(p)) is not None and leaf.arg[0] in written for p in parts_of(view)))
+        # (the kernels _launcher runs straight: realize.launch counts the others itself)
+        straight = [r for r, _, var_vals in recording if isinstance(r, realize.CompiledRunner) and not var_vals]
+        counts = [len(straight), sum(r.flops for r in straight), sum(r.mem_estimate for r in straight)]
         self.captures[signature] = Capture(recording, slots, ret, randoms, input_buffers, outputs, returned_inputs,
-                                           written, viewers, planned)
+                                           written, viewers, planned, [_launcher(*k) for k in recording], counts)
         if DEBUG >= 1:
             print(f"TinyJit captured {len(recording)} kernels of {getattr(self.fn, '__name__', 'fn')}")
         return ret
@@ -205,8 +221,10 @@ class TinyJit:
             Tensor._refill_offset(buf, count)
         for i, j, k in capture.input_slots:
             capture.kernels[i][1][j] = new_buffers[k]
-        for runner, bufs, var_vals in capture.kernels:
-            realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
+        for launch in capture.launches:
+            launch(values)
+        for name, count in zip(("kernel_count", "global_ops", "global_mem"), capture.counts):
+            setattr(GlobalCounters, name, getattr(GlobalCounters, name) + count)
         for buf in capture.planned:     # (another TinyJit, an eval after a training step, can use the memory)
             buf.deallocate()
         # every tensor on a buffer just written (outputs, weights an optimizer updated, an input written in place)

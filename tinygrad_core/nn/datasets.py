@@ -24,10 +24,8 @@ CIFAR10_DIR = "cifar-10-batches-py"
 def data_dir(path: str | os.PathLike | None = None) -> pathlib.Path:
     """Where datasets live: the argument, else $TINYGRAD_DATA, else the repository's data/ folder when running from a
     source checkout, else the datasets/ folder of cache_dir() (~/.cache/tinygrad_core/datasets by default)."""
-    if path is not None:
+    if path is not None or (path := os.environ.get("TINYGRAD_DATA")):
         return pathlib.Path(path)
-    if os.environ.get("TINYGRAD_DATA"):
-        return pathlib.Path(os.environ["TINYGRAD_DATA"])
     repo = pathlib.Path(__file__).resolve().parents[2]      # a checkout's root; site-packages when installed
     if (repo / "data").is_dir() and (repo / "pyproject.toml").is_file():
         return repo / "data"
@@ -54,17 +52,15 @@ def _fetch_mnist_file(folder: pathlib.Path, name: str, download: bool, mirrors=M
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """An IDX file (optionally gzipped) as a numpy array: magic (0, 0, type, ndim), ndim big-endian sizes, data."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
+    with (gzip.open if str(path).endswith(".gz") else open)(path, "rb") as f:
         raw = f.read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
         raise ValueError(f"{path} is not an IDX file (its magic number is {raw[:4].hex()})")
     types = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
     if raw[2] not in types:
         raise ValueError(f"{path}: unknown IDX element type 0x{raw[2]:02x}")
-    ndim = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
-    data = np.frombuffer(raw, dtype=types[raw[2]], offset=4 + 4 * ndim)
+    shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(raw[3]))     # raw[3]: ndim
+    data = np.frombuffer(raw, dtype=types[raw[2]], offset=4 + 4 * raw[3])
     if data.size != int(np.prod(shape)):
         raise ValueError(f"{path}: header says shape {shape} but holds {data.size} elements")
     return data.reshape(shape).astype(np.dtype(types[raw[2]]).newbyteorder("="))
@@ -107,18 +103,12 @@ def load_cifar10(path: str | os.PathLike | None = None, download: bool = False):
             tar.extractall(folder.parent, filter="data")
 
     def read_batch(name: str):
-        with open(folder / name, "rb") as f:
-            batch = pickle.load(f, encoding="bytes")
+        batch = pickle.loads((folder / name).read_bytes(), encoding="bytes")
         return batch[b"data"].reshape(-1, 3, 32, 32), np.array(batch[b"labels"], dtype=np.int64)
 
     train = [read_batch(f"data_batch_{i}") for i in range(1, 6)]
     X_test, Y_test = read_batch("test_batch")
     return np.concatenate([x for x, _ in train]), np.concatenate([y for _, y in train]), X_test, Y_test
-
-
-def cifar10(path: str | os.PathLike | None = None, download: bool = False, device: str | None = None):
-    """CIFAR-10 as Tensors (X uint8, Y int64): X_train, Y_train, X_test, Y_test."""
-    return tuple(Tensor(a, device=device) for a in load_cifar10(path, download))
 
 
 def cifar(device: str | None = None, path: str | os.PathLike | None = None, download: bool = True):
@@ -147,8 +137,7 @@ def random_crop(x: np.ndarray, size: int | tuple[int, int], padding: int = 0,
 
 def random_flip(x: np.ndarray, rng: np.random.Generator | None = None, p: float = 0.5) -> np.ndarray:
     """Mirror each image left-right with probability p."""
-    rng = rng or np.random.default_rng()
-    flip = rng.random(x.shape[0]) < p
+    flip = (rng or np.random.default_rng()).random(x.shape[0]) < p
     return np.where(flip[:, None, None, None], x[..., ::-1], x)
 
 
@@ -164,13 +153,11 @@ class Batches:
             raise ValueError(f"X has {len(X)} samples but Y has {len(Y)}")
         if batch_size <= 0 or (drop_last and batch_size > len(X)):
             raise ValueError(f"batch_size {batch_size} doesn't fit a dataset of {len(X)} samples")
-        self.X, self.Y, self.batch_size = X, Y, batch_size
-        self.shuffle, self.drop_last, self.transform, self.device = shuffle, drop_last, transform, device
-        self.rng = np.random.default_rng(seed)
+        self.X, self.Y, self.batch_size, self.shuffle, self.drop_last = X, Y, batch_size, shuffle, drop_last
+        self.transform, self.device, self.rng = transform, device, np.random.default_rng(seed)
 
     def __len__(self) -> int:
-        full, rest = divmod(len(self.X), self.batch_size)
-        return full + (1 if rest and not self.drop_last else 0)
+        return len(self.X) // self.batch_size if self.drop_last else -(-len(self.X) // self.batch_size)
 
     def arrays(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """One pass as (x, y) numpy batches (what iterating gives, before it becomes Tensors)."""
@@ -183,9 +170,13 @@ class Batches:
             yield np.ascontiguousarray(x), np.ascontiguousarray(y)
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        """The batches as Tensors. An image batch made for this pass (owning its memory, as indexing and the numpy
+        transforms make them) is handed over read-only, so a backend whose memory is host memory uses it as it is (a
+        batch of images can be megabytes; a view of other memory, and the labels, are copied)."""
         for x, y in self.arrays():
+            x.flags.writeable = x.flags.writeable and not x.flags.owndata
             yield Tensor(x, device=self.device), Tensor(y, device=self.device)
 
 
-__all__ = ["data_dir", "read_idx", "load_mnist", "mnist", "load_cifar10", "cifar10", "cifar", "random_crop",
+__all__ = ["data_dir", "read_idx", "load_mnist", "mnist", "load_cifar10", "cifar", "random_crop",
            "random_flip", "Batches"]
