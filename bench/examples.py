@@ -2,13 +2,18 @@
 tinygrad_core: beautiful_mnist, gradaccum_mnist, the transformer (the adder), the MNIST tutorial and the quickstart.
 
     python bench/examples.py [--steps 3] [--only beautiful_mnist,quickstart]
+    python bench/examples.py --full [--steps 70] [--only beautiful_mnist,gradaccum_mnist]
 
 The models are written here as tinygrad's examples define them, once, over whichever module is passed in (that the
 same code runs on both is the point). Each (workload, framework) runs in a process of its own (tinygrad on DEV=CPU,
 which needs clang); the data is random, of the datasets' shapes and dtypes, so nothing is downloaded. The first
 steps (compiling, and TinyJit's capture) are warm-up; the figure is the median of the timed steps, each ending in
 a read of the loss, as the examples print it. Training mode is entered with Context(TRAINING=1), as tinygrad 0.14
-needs (it has no Tensor.train, which the examples' newer copies use)."""
+needs (it has no Tensor.train, which the examples' newer copies use).
+
+--full runs the MNIST examples to their end (STEPS, 70 by default, as the examples' own) on MNIST itself (the same
+arrays for both, read by tinygrad_core.nn.datasets from the data folder), and prints each one's test accuracy on the
+10,000 test images, as the example's get_test_acc computes it after the last step."""
 import argparse
 import json
 import os
@@ -21,9 +26,11 @@ import numpy as np
 
 WORKLOADS = ("beautiful_mnist", "gradaccum_mnist", "transformer", "mnist_tutorial", "quickstart")
 WARMUP = {"beautiful_mnist": 3, "gradaccum_mnist": 2, "transformer": 2, "mnist_tutorial": 3, "quickstart": 2}
+FULL_STEPS = 70         # the MNIST examples' STEPS
 
 
 def mnist_arrays():
+    """Random training images and labels of MNIST's shapes and dtypes."""
     rng = np.random.default_rng(0)
     return rng.integers(0, 256, (60000, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, 60000, dtype=np.uint8)
 
@@ -44,27 +51,37 @@ def beautiful_mnist(tg):
     return lambda: train_step().item()
 
 
-def beautiful_mnist_model_and_step(tg):
-    """The example's model and its jitted training step (bench/memory.py adds the example's test accuracy)."""
-    Tensor, images, labels = tg.Tensor, *mnist_arrays()
+def beautiful_mnist_model_and_step(tg, arrays=None, devices=None):
+    """The example's model and its jitted training step (bench/memory.py adds the example's test accuracy), on the
+    training (images, labels) given, else on random ones. With devices (tinygrad's beautiful_mnist_multigpu.py), the
+    model is replicated on each of them and every batch sharded over them on axis 0."""
+    Tensor, (images, labels) = tg.Tensor, arrays or mnist_arrays()
     X_train, Y_train = Tensor(images), Tensor(labels)
     model = BeautifulModel(tg)
+    for x in tg.nn.state.get_state_dict(model).values() if devices else ():
+        x.to_(devices)
     opt = tg.nn.optim.Adam(tg.nn.state.get_parameters(model))
+    spread = (lambda t: t.shard_(devices, axis=0)) if devices else (lambda t: t)
 
     @tg.TinyJit
     def train_step():
         with tg.Context(TRAINING=1):
             opt.zero_grad()
             samples = Tensor.randint(512, high=X_train.shape[0])
-            loss = model(X_train[samples]).sparse_categorical_crossentropy(Y_train[samples]).backward()
+            X, Y = spread(X_train[samples]), spread(Y_train[samples])
+            loss = model(X).sparse_categorical_crossentropy(Y).backward()
             opt.step()
             return loss
     return model, train_step
 
 
-def gradaccum_mnist(tg, batch=512, acc_steps=4):        # examples/gradaccum_mnist.py
+def gradaccum_mnist(tg):
+    return gradaccum_mnist_model_and_step(tg)[1]
+
+
+def gradaccum_mnist_model_and_step(tg, arrays=None, batch=512, acc_steps=4):        # examples/gradaccum_mnist.py
     import itertools
-    Tensor, dtypes, images, labels = tg.Tensor, tg.dtypes, *mnist_arrays()
+    Tensor, dtypes, (images, labels) = tg.Tensor, tg.dtypes, arrays or mnist_arrays()
     X_train, Y_train = Tensor(images), Tensor(labels)
     model = BeautifulModel(tg)
     # (split by name, not by requires_grad as the example does: tinygrad 0.14's tensors have no such attribute)
@@ -101,7 +118,7 @@ def gradaccum_mnist(tg, batch=512, acc_steps=4):        # examples/gradaccum_mni
             t.assign(t.detach() - delta[pos[j]:pos[j + 1]].reshape(t.shape))
         Tensor.realize(*params, *buffers, adam_m, adam_v, b1_t, b2_t)
         return loss.item()
-    return step
+    return model, step
 
 
 class TransformerBlock:                 # extra/models/transformer.py
@@ -235,10 +252,46 @@ def worker(framework: str, workload: str, steps: int):
     print(json.dumps({"first": times[0], "median": statistics.median(times[WARMUP[workload]:])}))
 
 
-def run(framework: str, workload: str, steps: int):
+def full_worker(framework: str, workload: str, steps: int):
+    """Runs in the child process (--full): prints {"accuracy": %, "loss": the last step's, "seconds": the training's}."""
+    import importlib
+    tg = importlib.import_module(framework)
+    for sub in ("nn", "nn.optim", "nn.state"):
+        importlib.import_module(f"{framework}.{sub}")
+    from tinygrad_core.nn.datasets import load_mnist
+    X_train, Y_train, X_test, Y_test = load_mnist()
+    tg.Tensor.manual_seed(0)
+    model, step = FULL[workload](tg, (X_train, Y_train))
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    seconds = time.perf_counter() - start
+    # the example's get_test_acc, outside training mode (BatchNorm on its running statistics)
+    X, Y, devices = tg.Tensor(X_test), tg.Tensor(Y_test), tg.nn.state.get_parameters(model)[0].device
+    if isinstance(devices, tuple):          # (a replicated model: the test images are sharded too, as the example does)
+        X, Y = X.shard_(devices, axis=0), Y.shard_(devices, axis=0)
+    accuracy = ((model(X).argmax(axis=1) == Y).mean() * 100).item()
+    print(json.dumps({"accuracy": accuracy, "loss": loss, "seconds": seconds}))
+
+
+def beautiful_mnist_to_the_end(tg, arrays):
+    model, train_step = beautiful_mnist_model_and_step(tg, arrays)
+    return model, lambda: train_step().item()
+
+
+def beautiful_mnist_on_two_devices(tg, arrays):
+    model, train_step = beautiful_mnist_model_and_step(tg, arrays, devices=("CPU:0", "CPU:1"))
+    return model, lambda: train_step().item()
+
+
+FULL = {"beautiful_mnist": beautiful_mnist_to_the_end, "gradaccum_mnist": gradaccum_mnist_model_and_step,
+        "beautiful_mnist_multigpu": beautiful_mnist_on_two_devices}
+
+
+def run(framework: str, workload: str, steps: int, full: bool = False):
     env = {**os.environ, **({"DEV": "CPU"} if framework == "tinygrad" else {})}
-    done = subprocess.run([sys.executable, __file__, "--worker", framework, workload, "--steps", str(steps)],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, __file__, "--worker", framework, workload, "--steps", str(steps)] +
+                          (["--full"] if full else []), capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         return f"failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:100]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -246,21 +299,38 @@ def run(framework: str, workload: str, steps: int):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per workload (after the warm-up)")
-    parser.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated workloads")
+    parser.add_argument("--steps", type=int, help=f"timed steps per workload (after the warm-up; default 3), or "
+                        f"with --full the training steps (default {FULL_STEPS})")
+    parser.add_argument("--only", help="comma-separated workloads (default: all; with --full, " + ",".join(FULL) + ")")
+    parser.add_argument("--full", action="store_true", help="train the MNIST examples to the end on MNIST and print "
+                        "their test accuracy")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    steps = args.steps or (FULL_STEPS if args.full else 3)
     if args.worker:
-        return worker(*args.worker, args.steps)
+        return (full_worker if args.full else worker)(*args.worker, steps)
+    if args.full:
+        return full_table((args.only or ",".join(FULL)).split(","), steps)
     print("| workload | tinygrad 0.14 s/step | tinygrad_core s/step | ratio (ours / tinygrad) | first step "
           "tinygrad / ours (s) |\n|---|---|---|---|---|")
-    for workload in args.only.split(","):
-        theirs, ours = (run(framework, workload, args.steps) for framework in ("tinygrad", "tinygrad_core"))
+    for workload in (args.only or ",".join(WORKLOADS)).split(","):
+        theirs, ours = (run(framework, workload, steps) for framework in ("tinygrad", "tinygrad_core"))
         cells = [r["median"] if isinstance(r, dict) else r for r in (theirs, ours)]
         ratio = f"{cells[1] / cells[0]:.2f}" if all(isinstance(c, float) for c in cells) else "-"
         first = " / ".join(f"{r['first']:.1f}" if isinstance(r, dict) else "-" for r in (theirs, ours))
         print(f"| {workload} | " + " | ".join(f"{c:.3f}" if isinstance(c, float) else c for c in cells) +
               f" | {ratio} | {first} |", flush=True)
+
+
+def full_table(workloads: list[str], steps: int):
+    print(f"| workload ({steps} steps) | tinygrad 0.14 test accuracy (%) | tinygrad_core test accuracy (%) | last loss "
+          f"tinygrad / ours | training s tinygrad / ours |\n|---|---|---|---|---|")
+    for workload in workloads:
+        results = [run(framework, workload, steps, full=True) for framework in ("tinygrad", "tinygrad_core")]
+        accuracy = [f"{r['accuracy']:.2f}" if isinstance(r, dict) else r for r in results]
+        loss, seconds = (" / ".join(format(r[key], fmt) if isinstance(r, dict) else "-" for r in results)
+                         for key, fmt in (("loss", ".3f"), ("seconds", ".0f")))
+        print(f"| {workload} | {accuracy[0]} | {accuracy[1]} | {loss} | {seconds} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ def code_lines(path: pathlib.Path) -> int:
 
 
 LAYERS = {"conformance": "the conformance suite and fuzzer", "nn/onnx.py": "ONNX import",
-          "export.py": "C export", "distributed.py": "MPI training"}
+          "export.py": "C export", "distributed.py": "MPI training",
+          "multi.py": "multi-device tensors"}
 
 
 def layer_of(path: pathlib.Path) -> str | None:

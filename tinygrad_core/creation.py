@@ -121,11 +121,13 @@ class CreationOps:
     def zeros_like(self, **kwargs) -> Tensor: return self.full_like(0, **kwargs)  # noqa: E704
     def ones_like(self, **kwargs) -> Tensor: return self.full_like(1, **kwargs)  # noqa: E704
 
-    def rand_like(self, **kwargs) -> Tensor:
-        return type(self).rand(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
+    def rand_like(self, **kwargs) -> Tensor: return self._random_like(type(self).rand, kwargs)    # noqa: E704
+    def randn_like(self, **kwargs) -> Tensor: return self._random_like(type(self).randn, kwargs)  # noqa: E704
 
-    def randn_like(self, **kwargs) -> Tensor:
-        return type(self).randn(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
+    def _random_like(self, make, kwargs) -> Tensor:
+        if isinstance(self.device, tuple):      # (each device draws its own part, sharded as this tensor: multi.py)
+            return self.parts_like(lambda shape, device: make(*shape, device=device, **{"dtype": self.dtype} | kwargs))
+        return make(*self.shape, **{"dtype": self.dtype, "device": self.device} | kwargs)
 
     # ---- randomness: a counter-based hash computed on the device ----
     @classmethod
@@ -163,6 +165,9 @@ class CreationOps:
     def rand(cls, *shape, device=None, dtype=None, **kwargs) -> Tensor:
         """Uniform in [0, 1)."""
         shape = argfix(*shape)
+        if isinstance(device, (tuple, list)):
+            raise ValueError(f"rand makes a tensor on one device, got {device}; rand_like of a sharded tensor draws "
+                             f"on each of its devices")
         bits = cls._random_bits(prod(shape), Device.canonicalize(device))
         values = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
         return cls(values.reshape(shape).cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)

@@ -315,8 +315,8 @@ class _Device:
 
     def canonicalize(self, name: str | None) -> str:
         """'cpu' -> 'CPU', 'gpu' -> the best usable GPU backend, 'cl:1' -> 'CL:1'. Unknown names fail loudly."""
-        if name is None:
-            return self.DEFAULT
+        if name is None or isinstance(name, tuple):     # (a tuple: the devices of a multi-device tensor)
+            return self.DEFAULT if name is None else tuple(map(self.canonicalize, name))
         base, _, index = str(name).upper().partition(":")
         if base == "GPU":
             gpus = [b for b in registry.usable() if b.spec.is_gpu]
@@ -343,7 +343,7 @@ class _Device:
         return ", ".join(f"{b.name} ({b.status})" for b in registry.all()) or "none installed"
 
     def __getitem__(self, name: str) -> Compiled:
-        name = self.canonicalize(name)
+        name = self.canonicalize(name[0] if isinstance(name, tuple) else name)  # (several: asked of the first)
         if name not in self._opened:
             backend = self.backend(name.partition(":")[0])
             try:

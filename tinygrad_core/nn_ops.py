@@ -28,7 +28,7 @@ class NNOps:
         keep = [(0, s) for s in lead]
         if all(k <= s for k, s in zip(kernel, strides)) and all(d == 1 for d in dilations):
             # windows don't overlap: cut the input into stride-sized tiles and keep the first k of each
-            x = self.pad(tuple(keep + [(0, max(0, o * s - i)) for o, s, i in zip(outs, strides, spatial)]))
+            x = self.pad(tuple([(0, 0)] * nl + [(0, max(0, o * s - i)) for o, s, i in zip(outs, strides, spatial)]))
             x = x.shrink(tuple(keep + [(0, o * s) for o, s in zip(outs, strides)]))
             x = x.reshape(*lead, *flatten((o, s) for o, s in zip(outs, strides)))
             x = x.shrink(tuple(keep + flatten(((0, o), (0, k)) for o, k in zip(outs, kernel))))
@@ -138,7 +138,7 @@ class NNOps:
         x = x._pool(tuple(kernel), stride, dilation)                                   # bs, cin, *out, *kernel
         outs, per_group, window = x.shape[2:2 + dims], cout // groups, cin_group * prod(kernel)
         im2col_bytes = bs * prod(outs) * groups * window * self.dtype.itemsize
-        if conv_reads_windows_in_place(make_tuple(stride, dims), outs, im2col_bytes):      # decided in schedule.py
+        if conv_reads_windows_in_place(make_tuple(stride, dims), outs, im2col_bytes, self.device):      # decided in schedule.py
             x = x.reshape(bs, groups, cin_group, 1, *outs, *kernel)
             x = x.expand(bs, groups, cin_group, per_group, *outs, *kernel)
             x = x.permute(0, 1, 3, *[4 + i for i in range(dims)], 2, *[4 + dims + i for i in range(dims)])
@@ -363,7 +363,7 @@ class NNOps:
             return self
         if not 0 <= p < 1:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-        keep = self.rand(*self.shape, device=self.device) >= p
+        keep = self.rand_like(dtype=dtypes.float32) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 
     def one_hot(self, num_classes: int = -1):

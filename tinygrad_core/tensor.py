@@ -14,7 +14,7 @@ from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype  # noqa: F401
 from tinygrad_core.gradient import compute_gradient, Function
 from tinygrad_core.helpers import argfix, broadcast_shape, prod
-from tinygrad_core.ops import Ops, UOp, is_symbolic
+from tinygrad_core.ops import Ops, UOp, Unique, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized, packs_panels, PANEL
 from tinygrad_core.engine.realize import kept_nodes, run_schedule
@@ -23,16 +23,13 @@ from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
 from tinygrad_core.debug import graph_dot, graph_text
 from tinygrad_core.elementwise import ElementwiseOps, in_float32
-
-
-class _Unique:
-    """An arg that makes a node unlike any other (nodes are otherwise shared when they are built the same way)."""
+from tinygrad_core.multi import MultiOps, assign_multi, lowered, realized_view, replicated
 
 
 _serials = itertools.count()      # tensors in creation order (Tensor._live)
 
 
-class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
+class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
     # the TRAINING and NO_GRAD settings themselves, so that Context(TRAINING=1), `with Tensor.train():` and
     # Tensor.training agree (and the same for `with Tensor.no_grad():`)
@@ -127,7 +124,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if requires_grad:
             Tensor._grad_tensors.add(self)
             if self.uop.base.op is Ops.CONST:   # a lazy constant is one node with every equal constant in any graph:
-                self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())   # a parameter needs its own
+                self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), Unique())   # a parameter needs its own
         return self
 
     # ---- evaluation ----
@@ -137,27 +134,30 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
 
     @staticmethod
     def realize_all(*tensors: Tensor):
+        if all(t.uop not in realized and buffer_of(t.uop) is not None for t in tensors):
+            return          # (plain buffers already, as a jitted step's loss for .item(): nothing to run or drop)
         tensors = list(tensors) + _readers_of_overwritten(tensors)
         # a tensor that a later backward() must go through keeps its graph (the buffer is found through
         # schedule.realized); every other tensor drops it, so chains of updates don't grow without end. What the
         # graphs kept reach is kept; the schedule frees every other buffer it makes after its last reader
         needs_graph = _graph_keeper()
         dropping = {id(t) for t in tensors if not needs_graph(t)}
-        schedule, outs = create_schedule([t.uop for t in tensors]), {id(t) for t in tensors}
+        # (a multi-device tensor is scheduled as its parts, one graph per device: multi.py)
+        schedule, outs = create_schedule(uops := lowered([t.uop for t in tensors])), {id(t) for t in tensors}
         live = [t for t in list(Tensor._live.values()) if id(t) not in outs]
-        run_schedule(schedule, kept_nodes(schedule, [t.uop for t in tensors],
-                                          [t.uop for t in tensors if id(t) not in dropping], live))
+        run_schedule(schedule, kept_nodes(schedule, uops, [t.uop for t in tensors if id(t) not in dropping], live))
         for t in tensors:
-            if t.uop in realized and id(t) in dropping:
-                t.uop = realized[t.uop]
+            if (view := realized_view(t.uop)) is not None and id(t) in dropping:
+                t.uop = view
 
     def schedule(self) -> list:
         """The kernels realize() would run, without running them."""
-        return create_schedule([self.uop])
+        return create_schedule(lowered([self.uop]))
 
     def _whole_buffer(self) -> Buffer:
         """The realized values as one plain buffer (a view that isn't a whole buffer is copied out contiguously)."""
-        return buffer_of(self.realize().uop) or buffer_of(self.contiguous().realize().uop)
+        one = self.to(self.device[0]) if isinstance(self.device, tuple) else self    # (a sharded tensor: gathered)
+        return buffer_of(one.realize().uop) or buffer_of(one.contiguous().realize().uop)
 
     def numpy(self) -> np.ndarray:
         """The values as a read-only numpy array (.copy() it to write). On a host-memory backend (CPU) it is the
@@ -189,8 +189,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         return out
 
     def to_(self, device: str) -> Tensor:
-        self.uop = self.to(device).uop
-        return self
+        return self.replace(self.to(device))
 
     def clone(self) -> Tensor:
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), requires_grad=self.requires_grad)
@@ -208,12 +207,14 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
         if x.shape != self.shape:
             raise ValueError(f"assign shape mismatch: tensor is {self.shape}, value is {x.shape}")
+        if isinstance(self.device, tuple):          # (each device writes its part: multi.py)
+            return assign_multi(self, x)
         x = x.cast(self.dtype).to(self.device)
         if buffer_of(self.uop) is None:
             # a lazy target gets a buffer of its own first: replacing its graph instead would leave a TinyJit
             # recording (or any graph already built on it) computing the old value. Of its own: realized as the
             # plain graph (Tensor.ones(1)), every later 1.0 of that shape would be read from the buffer written here
-            self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())
+            self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), Unique())
             self.realize()
         target = buffer_of(self.uop)
         if target is None:
@@ -222,7 +223,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if any(t is not self and buffer_of(t.uop) is target for t in list(Tensor._live.values())):
             # identical graphs realize into one buffer (zeros(3) twice is one node): writing it would change the
             # other tensors too, so this tensor first takes a copy of its own
-            self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), _Unique())
+            self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), Unique())
             self.realize()
         # a graph that was computed into this buffer (Tensor.zeros(()).contiguous()) no longer has its value there:
         # built again later, it must be computed again, not read from the buffer written here
@@ -308,9 +309,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         return Tensor(a.uop.alu(op, b.uop))
 
     def _broadcast_to(self, shape) -> Tensor:
-        if self.shape == tuple(shape):
-            return self
-        return Tensor(self.uop.broadcast_to(tuple(shape)))
+        return self if self.shape == tuple(shape) else Tensor(self.uop.broadcast_to(tuple(shape)))
 
     def cast(self, dtype) -> Tensor:
         dtype = to_dtype(dtype)
@@ -352,7 +351,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps):
         if rounding_mode == "floor":
             return a.floordiv(b)
         a, b = a._float(), b._float()
-        return Tensor(a.uop.alu(Ops.MUL, b.uop.alu(Ops.RECIP)))
+        return Tensor(a.uop.alu(Ops.FDIV, b.uop))
 
     def idiv(self, x, reverse=False) -> Tensor:
         """Integer division rounding toward zero (C style)."""
@@ -1072,12 +1071,12 @@ def _readers_of_overwritten(tensors) -> list[Tensor]:
     return [t for t in list(Tensor._live.values()) if id(t) not in chosen and buffer_of(t.uop) is None and reads(t.uop)]
 
 
-def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str) -> UOp:
+def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str | tuple) -> UOp:
     if dtype == dtypes.bfloat16:
         host = f32_to_bf16(np.asarray(array, dtype=np.float32))
     else:
         host = np.asarray(array).astype(dtype.np, copy=False)
-    return buffer_uop(Buffer.from_host(device, host, dtype)).reshape(host.shape)
+    return replicated(lambda d: buffer_uop(Buffer.from_host(d, host, dtype)).reshape(host.shape), device)
 
 
 class _Pow(Function):

@@ -37,6 +37,7 @@ class Optimizer:
         (Tensor.zeros(n).contiguous() twice) are one node in the graph and would realize into one shared buffer."""
         shape, device, dtype = (like.shape, like.device, like.dtype) if like is not None else ((), self.device, None)
         t = Tensor(np.full(shape, value, dtype=np.float32), device=device, dtype=dtype, requires_grad=False)
+        t = t if like is None else t.shard_like(like)      # (a sharded parameter's state is sharded as it is)
         self.state.append(t)
         return t
 
