@@ -2,7 +2,8 @@
 tinygrad_core: beautiful_mnist, gradaccum_mnist, the transformer (the adder), the MNIST tutorial and the quickstart.
 
     python bench/examples.py [--steps 3] [--only beautiful_mnist,quickstart]
-    python bench/examples.py --full [--steps 70] [--only beautiful_mnist,gradaccum_mnist]
+    python bench/examples.py --full [--steps 70] [--only beautiful_mnist,gradaccum_mnist] [--seed 0]
+                             [--frameworks tinygrad,tinygrad_core]
 
 The models are written here as tinygrad's examples define them, once, over whichever module is passed in (that the
 same code runs on both is the point). Each (workload, framework) runs in a process of its own (tinygrad on DEV=CPU,
@@ -260,7 +261,7 @@ def full_worker(framework: str, workload: str, steps: int):
         importlib.import_module(f"{framework}.{sub}")
     from tinygrad_core.nn.datasets import load_mnist
     X_train, Y_train, X_test, Y_test = load_mnist()
-    tg.Tensor.manual_seed(0)
+    tg.Tensor.manual_seed(int(os.environ.get("BENCH_SEED", "0")))
     model, step = FULL[workload](tg, (X_train, Y_train))
     start = time.perf_counter()
     for _ in range(steps):
@@ -304,13 +305,16 @@ def main():
     parser.add_argument("--only", help="comma-separated workloads (default: all; with --full, " + ",".join(FULL) + ")")
     parser.add_argument("--full", action="store_true", help="train the MNIST examples to the end on MNIST and print "
                         "their test accuracy")
+    parser.add_argument("--seed", type=int, default=0, help="with --full: Tensor.manual_seed in each run")
+    parser.add_argument("--frameworks", default="tinygrad,tinygrad_core", help="with --full: which to run")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ["BENCH_SEED"] = str(args.seed)         # (the workers, in processes of their own, read it)
     steps = args.steps or (FULL_STEPS if args.full else 3)
     if args.worker:
         return (full_worker if args.full else worker)(*args.worker, steps)
     if args.full:
-        return full_table((args.only or ",".join(FULL)).split(","), steps)
+        return full_table((args.only or ",".join(FULL)).split(","), steps, args.frameworks.split(","))
     print("| workload | tinygrad 0.14 s/step | tinygrad_core s/step | ratio (ours / tinygrad) | first step "
           "tinygrad / ours (s) |\n|---|---|---|---|---|")
     for workload in (args.only or ",".join(WORKLOADS)).split(","):
@@ -322,11 +326,12 @@ def main():
               f" | {ratio} | {first} |", flush=True)
 
 
-def full_table(workloads: list[str], steps: int):
+def full_table(workloads: list[str], steps: int, frameworks: list[str]):
     print(f"| workload ({steps} steps) | tinygrad 0.14 test accuracy (%) | tinygrad_core test accuracy (%) | last loss "
           f"tinygrad / ours | training s tinygrad / ours |\n|---|---|---|---|---|")
     for workload in workloads:
-        results = [run(framework, workload, steps, full=True) for framework in ("tinygrad", "tinygrad_core")]
+        results = [run(framework, workload, steps, full=True) if framework in frameworks else "-"
+                   for framework in ("tinygrad", "tinygrad_core")]
         accuracy = [f"{r['accuracy']:.2f}" if isinstance(r, dict) else r for r in results]
         loss, seconds = (" / ".join(format(r[key], fmt) if isinstance(r, dict) else "-" for r in results)
                          for key, fmt in (("loss", ".3f"), ("seconds", ".0f")))

@@ -1,12 +1,16 @@
 """Guards for the checklists in docs/ARCHITECTURE.md: an op added to `Ops` without its reference meaning, its gradient
-rule or its conformance cases, a fusion rule without a docstring, and an import that breaks the house (a cycle in the
-core, an arrow from the core to a backend, a backend reaching past the plugin API) each fail here, naming what is
-missing. Allowances are listed by name with the reason; a stale one fails too."""
+rule or its conformance cases, a fusion rule without a docstring, an import that breaks the house (a cycle in the
+core, an arrow from the core to a backend, a backend reaching past the plugin API) and a comment in the core recording
+a measured speed each fail here, naming what is missing. Allowances are listed by name with the reason; a stale one
+fails too."""
 from __future__ import annotations
 
 import ast
 import inspect
+import io
 import pathlib
+import re
+import tokenize
 
 import pytest
 
@@ -263,3 +267,30 @@ def test_the_plugin_api_is_the_documented_one():
     guide = (ROOT / "docs" / "PLUGINS.md").read_text()
     undocumented = [m for m in PLUGIN_API if m not in guide and m.replace(".", "/") not in guide]
     assert not undocumented, f"PLUGIN_API names modules docs/PLUGINS.md doesn't document: {undocumented}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Comments say why the code is as it is; a measured figure goes to the commit message or bench/results, where the
+# command that reproduces it stands beside it (a figure in a comment is stale after the next change)
+# ---------------------------------------------------------------------------------------------------------------
+TIMING = re.compile(r"\d(?:\.\d+)?\s*(?:x|times|%)\s+(?:faster|slower)|\d(?:\.\d+)?\s*(?:ms|us|µs|GFLOP/s|GB/s)\b",
+                    re.IGNORECASE)
+
+
+def comments_and_docstrings(source: str):
+    """(line, text) of every comment and docstring (a string standing alone as a statement) in source."""
+    previous = tokenize.NEWLINE
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT or tok.type == tokenize.STRING and previous in (tokenize.NEWLINE,
+                                                                                        tokenize.INDENT,
+                                                                                        tokenize.DEDENT):
+            yield tok.start[0], tok.string
+        if tok.type not in (tokenize.COMMENT, tokenize.NL):
+            previous = tok.type
+
+
+def test_no_comment_in_the_core_records_a_timing():
+    found = [f"{path.relative_to(ROOT)}:{line}: {match.group(0)}" for path in CORE_MODULES.values()
+             for line, text in comments_and_docstrings(path.read_text()) for match in TIMING.finditer(text)]
+    assert not found, f"comments or docstrings recording a measured speed (move the figure to the commit message " \
+                      f"or bench/results, keep the reason): {found}"

@@ -55,6 +55,7 @@ def _resolve(u: UOp, planned: dict[UOp, UOp] | None = None) -> UOp:
 
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
+    """The items that compute outs, in run order (the steps are named in the module docstring)."""
     order = _graph_order(outs := [_resolve(u) for u in outs])
     plan = _find_roots(outs, order)
     return _build_items(_order_roots(plan.roots, {u: i for i, u in enumerate(order)}, plan.is_root), plan.is_root)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import llvmlite.binding as llvm
 from tinygrad_core.device import LRUAllocator, Program
-from tinygrad_core.helpers import ContextVar
+from tinygrad_core.helpers import ContextVar, ceildiv
 from tinygrad_cpu.compiler import LLVMCompiler, host_target_machine, split_binary
 
 ALIGNMENT = 64          # a cache line, and the width of an AVX-512 register
@@ -194,7 +194,7 @@ class CPUProgram(Program):
             return [(0, size)]
         wake = _Launcher.wake_cost()
         count = int(min(threads, size, max(1.0, min(timed) / (SHARE_OVER_WAKE * wake))))
-        step = -(-size // count)
+        step = ceildiv(size, count)
         plan = self.plans[size, threads, wake] = [(start, min(start + step, size)) for start in range(0, size, step)]
         return plan
 

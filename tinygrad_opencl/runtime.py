@@ -158,7 +158,7 @@ class OpenCLDevice(Compiled):
         is_gpu = bool(self.cl_device.type & cl.device_type.GPU)
         vector_loads = os.environ.get(VECTORIZE_ENV, "1" if is_gpu else "0") not in ("", "0")
         # local-memory tiles feed a GPU's many threads from on-chip memory; on a CPU driver local memory is ordinary
-        # cache and every barrier spills the work-items' registers (PoCL: a 512 matmul tiled runs ~5-10x slower)
+        # cache and every barrier spills the work-items' registers (on PoCL tiled matmuls are the slower ones: README)
         local_tiles = os.environ.get(LOCAL_TILES_ENV, "1" if is_gpu else "0") not in ("", "0")
         renderer = OpenCLRenderer(has_fp16="cl_khr_fp16" in extensions, has_fp64="cl_khr_fp64" in extensions,
                                   max_work_group_size=self.cl_device.max_work_group_size,

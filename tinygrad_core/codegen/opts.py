@@ -104,8 +104,9 @@ NEAR_ROWS_BYTES = 4096      # strided loads whose rows are closer than a page ca
 
 def _lane_unroll(nested: bool, loads, lanes: int) -> int:
     """A short contiguous innermost reduce loop inside other reduce loops (a convolution's weight gradient sums over
-    batch, rows and a 16-wide row): vectorised by LLVM, its vector of partial sums would be added up at every exit.
-    Unrolled by a vector's width instead, each lane gets an accumulator of its own, summed once at the very end."""
+    batch, rows and a 16-wide row): vectorised by the backend's compiler, its vector of partial sums would be added
+    up at every exit. Unrolled by a vector's width instead, each lane gets an accumulator of its own, summed once at
+    the very end."""
     length = max((length for _, step, length in loads if step), default=0)
     if not nested or not 0 < length <= SHORT_LOOP_VECTORS * lanes:
         return 1
@@ -114,8 +115,8 @@ def _lane_unroll(nested: bool, loads, lanes: int) -> int:
 
 def _short_row_unroll(nested: bool, loads, lanes: int) -> int:
     """Rows shorter than two vectors and not made of whole ones, summed inside other reduce loops (a batchnorm's
-    statistics over 14x14 maps): LLVM vectorises such a loop poorly. Unrolled whole, each row is a few vector loads
-    (3-4x faster for 14-wide rows, 2x for 7-wide)."""
+    statistics over 14x14 maps): the backend's compiler vectorises such a loop poorly. Unrolled whole, each row is a
+    few vector loads."""
     moving = [(step, length) for _, step, length in loads if step]
     if not nested or not moving or any(step != 1 for step, _ in moving):
         return 1
@@ -167,7 +168,7 @@ def _simd_reduce_opts(value: UOp, renderer) -> KernelOpts:
                   any(axes[i] == 1 for axes in strided)]
     if not contiguous and all(step == 1 for _, step, _ in loads if step):
         # contiguous rows shorter than a vector (a 3x3 single-channel convolution's 9 taps as im2col rows) and no
-        # output axis to vectorise along: the lanes go across one along which a load is broadcast (8x faster)
+        # output axis to vectorise along: the lanes go across one along which a load is broadcast
         for axis in [i for i in broadcast if fitting(i, (lanes, lanes // 2))][-1:]:
             try_upcast(axis, (lanes, lanes // 2))
     if contiguous:

@@ -9,7 +9,7 @@ import pickle
 import tarfile
 from typing import Callable, Iterator
 import numpy as np
-from tinygrad_core.helpers import cache_dir, fetch
+from tinygrad_core.helpers import cache_dir, ceildiv, fetch
 from tinygrad_core.tensor import Tensor
 
 MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
@@ -157,7 +157,7 @@ class Batches:
         self.transform, self.device, self.rng = transform, device, np.random.default_rng(seed)
 
     def __len__(self) -> int:
-        return len(self.X) // self.batch_size if self.drop_last else -(-len(self.X) // self.batch_size)
+        return len(self.X) // self.batch_size if self.drop_last else ceildiv(len(self.X), self.batch_size)
 
     def arrays(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """One pass as (x, y) numpy batches (what iterating gives, before it becomes Tensors)."""
