@@ -2,7 +2,8 @@
 values; nothing wraps an axis around or computes a number from it."""
 import numpy as np
 import pytest
-from tinygrad_core import Tensor, dtypes
+from tinygrad_core import Tensor, TinyJit, dtypes, nn
+from tinygrad_core.nn import optim
 
 CASES = [
     (IndexError, r"axis 5 .*2 dimensions .*\(2, 3\)", lambda: Tensor.ones(2, 3).permute(0, 5)),
@@ -38,6 +39,13 @@ CASES = [
     (ValueError, r"pad needs 2 \(before, after\) pairs", lambda: Tensor.ones(2, 3).pad((2, 0, 2))),
     (RuntimeError, r"only one dimension can be -1", lambda: Tensor.ones(4).reshape(-1, -1, 2)),
     (RuntimeError, r"clip needs", lambda: Tensor.ones(2).clip(None, None)),
+    (ValueError, r"negative size.*\(-1, 2\)", lambda: Tensor.randn(-1, 2)),
+    (ValueError, r"negative size.*\(3, -2\)", lambda: Tensor.rand(3, -2)),
+    (ValueError, r"negative size.*\(2, -1\)", lambda: nn.Linear(-1, 2)),
+    (RuntimeError, r"int labels.*dtypes.float \(4,\)", lambda: Tensor.ones(4, 3).cross_entropy(Tensor([0.0, 1, 2, 0]))),
+    (RuntimeError, r"int labels", lambda: Tensor.ones(2, 3).sparse_categorical_crossentropy(Tensor([0.5, 1.0]))),
+    (RuntimeError, r"kernel \(0, 0\)", lambda: nn.Conv2d(1, 1, 0)(Tensor.ones(1, 1, 4, 4))),
+    (TypeError, r"params is float 1.0", lambda: optim.SGD([Tensor.ones(2), 1.0], lr=0.1)),
 ]
 
 
@@ -79,3 +87,16 @@ def test_from_url_reads_a_local_file(tmp_path):
     path = tmp_path / "blob.bin"
     path.write_bytes(bytes([1, 2, 250]))
     assert Tensor.from_url(path.as_uri()).tolist() == [1, 2, 250]
+
+
+def test_reading_values_inside_a_jit_capture_raises():
+    # a replay runs no Python: the number read while capturing would come back from every later call
+    step = TinyJit(lambda x: (x * 2).realize().sum().item())
+    assert step(Tensor.ones(3)) == 6.0
+    with pytest.raises(RuntimeError, match="TinyJit capture"):
+        step(Tensor.ones(3) * 2)
+
+
+def test_layers_with_no_inputs_build_as_in_pytorch():
+    layer = nn.Linear(0, 2)      # (PyTorch: weight (2, 0), bias bound 0, so the output is the zero bias)
+    assert layer.weight.shape == (2, 0) and layer(Tensor.ones(3, 0)).tolist() == [[0.0, 0.0]] * 3

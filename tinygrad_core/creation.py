@@ -164,7 +164,7 @@ class CreationOps:
     @classmethod
     def rand(cls, *shape, device=None, dtype=None, **kwargs) -> Tensor:
         """Uniform in [0, 1)."""
-        shape = argfix(*shape)
+        shape = _checked_shape(argfix(*shape))
         if isinstance(device, (tuple, list)):
             raise ValueError(f"rand makes a tensor on one device, got {device}; rand_like of a sharded tensor draws "
                              f"on each of its devices")
@@ -175,7 +175,7 @@ class CreationOps:
     @classmethod
     def randn(cls, *shape, dtype=None, **kwargs) -> Tensor:
         """Standard normal, by the Box-Muller transform."""
-        shape = argfix(*shape)
+        shape = _checked_shape(argfix(*shape))
         u = cls.rand(2, *shape, device=kwargs.pop("device", None))
         z = (u[0] * (2 * math.pi)).cos() * (1 - u[1]).log().mul(-2).sqrt()
         return cls(z.cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
@@ -233,12 +233,12 @@ class CreationOps:
 
     @classmethod
     def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        shape = _checked_shape(argfix(*shape))
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, prod(shape[1:])))
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
     def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = argfix(*shape)
-        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+        shape = _checked_shape(argfix(*shape))
+        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, prod(shape[1:])))
         return cls.normal(*shape, mean=0.0, std=std, **kwargs)

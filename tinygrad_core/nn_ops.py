@@ -113,8 +113,8 @@ class NNOps:
         if self.shape[1] != in_channels:
             raise RuntimeError(f"conv input {self.shape} has {self.shape[1]} channels but weight {weight.shape} with "
                                f"groups={groups} expects {in_channels}")
-        if any(v < 1 for v in make_tuple(stride, dims) + make_tuple(dilation, dims)):
-            raise RuntimeError(f"conv stride {stride} and dilation {dilation} must be positive")
+        if any(v < 1 for v in make_tuple(stride, dims) + make_tuple(dilation, dims) + weight.shape[2:]):
+            raise RuntimeError(f"conv stride {stride}, dilation {dilation}, kernel {weight.shape[2:]} must be > 0")
         if bias is not None and bias.shape != (out_channels,):
             raise RuntimeError(f"conv bias {bias.shape} should be ({out_channels},) for weight {weight.shape}")
 
@@ -417,8 +417,8 @@ class NNOps:
                                         reduction: str = "mean"):
         """Cross-entropy of logits (..., C) and class indices Y (...); labels equal to ignore_index count for
         nothing, in the mean's divisor too (which makes a mean over nothing NaN, as torch)."""
-        if self.shape[:-1] != Y.shape:
-            raise RuntimeError(f"logits {self.shape} need labels of shape {self.shape[:-1]}, got {Y.shape}")
+        if self.shape[:-1] != Y.shape or not dtypes.is_int(Y.dtype):
+            raise RuntimeError(f"logits {self.shape} need int labels shaped {self.shape[:-1]}, got {Y.dtype} {Y.shape}")
         if not 0 <= label_smoothing <= 1:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         log_probs = self.log_softmax(-1)

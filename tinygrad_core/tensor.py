@@ -17,7 +17,7 @@ from tinygrad_core.helpers import argfix, broadcast_shape, prod
 from tinygrad_core.ops import Ops, UOp, Unique, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized, packs_panels, PANEL
-from tinygrad_core.engine.realize import kept_nodes, run_schedule
+from tinygrad_core.engine.realize import kept_nodes, recorder, run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
@@ -163,6 +163,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         """The values as a read-only numpy array (.copy() it to write). On a host-memory backend (CPU) it is the
         tensor's memory itself, no copy; it keeps these values when the tensor is later written (copy on write)."""
         shape = tuple(map(sym.evaluate, self.shape))       # symbolic sizes at their bound values
+        if recorder.kernels is not None:    # (a replay runs no Python: the number read now would be every call's)
+            raise RuntimeError("can't read a tensor's values inside a TinyJit capture: return the tensor instead")
         if 0 in shape:
             out = np.zeros(shape, dtype=np.float32 if self.dtype == dtypes.bfloat16 else self.dtype.np)
         else:

@@ -30,7 +30,7 @@ def _check_groups(cin: int, cout: int, groups: int):
 
 
 def _uniform_bias(size: int, fan_in: int) -> Tensor:
-    bound = 1 / math.sqrt(fan_in)
+    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0     # (PyTorch's bound for no inputs)
     return Tensor.uniform(size, low=-bound, high=bound)
 
 

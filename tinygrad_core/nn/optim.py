@@ -20,6 +20,8 @@ class Optimizer:
             raise ValueError(f"the learning rate must be >= 0, got {lr}")
         unique = list({id(p): p for p in params}.values())
         for p in unique:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"an optimizer trains Tensors, but one of the params is {type(p).__name__} {p!r}")
             if p.requires_grad is None:
                 p.requires_grad_(True)
         self.params = [p for p in unique if p.requires_grad]
@@ -77,8 +79,7 @@ class OptimizerGroup(Optimizer):
         self.optimizers = optimizers
         self.params, self.buffers = flatten(o.params for o in optimizers), flatten(o.buffers for o in optimizers)
 
-    def __getitem__(self, i: int) -> Optimizer:
-        return self.optimizers[i]
+    def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]     # noqa: E704
 
     def schedule_step(self) -> list[Tensor]:
         return [t for o in self.optimizers for t in o.schedule_step()]
