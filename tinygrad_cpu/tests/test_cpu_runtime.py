@@ -83,7 +83,7 @@ def launches_of(fn, count: int) -> dict[str, runtime.CPUProgram]:
     return {r.name: r for r, _, _ in capture.kernels if isinstance(r, CompiledRunner)}
 
 
-def test_an_adam_update_runs_on_one_thread_and_a_big_sum_on_all():
+def test_a_big_sum_runs_on_all_threads_and_each_adam_kernel_splits_by_its_own_timing():
     from tinygrad_core.nn.optim import Adam
     weight = Tensor(np.random.default_rng(0).standard_normal((128, 784), dtype=np.float32), requires_grad=True)
     weight.grad = Tensor.full((128, 784), 0.5).contiguous().realize()
@@ -97,9 +97,16 @@ def test_an_adam_update_runs_on_one_thread_and_a_big_sum_on_all():
     with Context(TINYGRAD_CPU_THREADS=2):
         runners = launches_of(step, runtime.PROBES + 3)
         threads = {name: len(r.program.slices(int(np.prod(r.global_size)))) for name, r in runners.items()}
+        wake = runtime._Launcher.wake_cost()
     sums = [name for name in threads if name.startswith("r_4096")]      # the sum; the rest are Adam's
     assert len(sums) == 1 and threads.pop(sums[0]) == 2, threads
-    assert "E_128_784" in threads and set(threads.values()) == {1}, threads
+    # Adam's kernels take tens of microseconds, a wake-up 10-40 here: whether one splits depends on the machine, so
+    # what is checked is that each followed the rule on its own first launches (slices() docstring)
+    assert "E_128_784" in threads, threads
+    for name, count in threads.items():
+        r = runners[name]
+        timed = min(r.program.one_thread[int(np.prod(r.global_size))])
+        assert count == int(min(2, max(1.0, timed / (runtime.SHARE_OVER_WAKE * wake)))), (name, count, timed, wake)
 
 
 def test_wake_cost_is_measured():
