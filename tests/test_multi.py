@@ -301,3 +301,9 @@ def test_random_draws_follow_the_sharding_and_a_replicated_draw_is_one_value():
     assert set(np.unique(dropped)) <= {0.0, 2.0} and 0 < (dropped == 0).sum() < dropped.size
     with pytest.raises(ValueError, match="one device"):
         Tensor.rand(4, 3, device=D)
+
+
+def test_a_tuple_of_one_device_is_that_device():
+    t = Tensor(A).to_(("CPU:1",))
+    assert t.device == "CPU:1" and Tensor(A).shard(["cpu"], axis=0).device == "CPU"
+    assert_close((t + Tensor(A).to("CPU:1")).numpy(), A + A)

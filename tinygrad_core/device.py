@@ -315,9 +315,10 @@ class _Device:
 
     def canonicalize(self, name: str | None) -> str:
         """'cpu' -> 'CPU', 'gpu' -> the best usable GPU backend, 'cl:1' -> 'CL:1'. Unknown names fail loudly."""
-        if name is None or isinstance(name, tuple):     # (a tuple: the devices of a multi-device tensor)
-            return self.DEFAULT if name is None else tuple(map(self.canonicalize, name))
-        base, _, index = str(name).upper().partition(":")
+        if isinstance(name, (tuple, list)):     # (the devices of a multi-device tensor; just one is that one, as tinygrad)
+            names = tuple(map(self.canonicalize, name))
+            return names if len(names) > 1 else names[0]
+        base, _, index = str(name or self.DEFAULT).upper().partition(":")
         if base == "GPU":
             gpus = [b for b in registry.usable() if b.spec.is_gpu]
             if not gpus:
