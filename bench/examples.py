@@ -309,7 +309,8 @@ def main():
     parser.add_argument("--frameworks", default="tinygrad,tinygrad_core", help="with --full: which to run")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    os.environ["BENCH_SEED"] = str(args.seed)         # (the workers, in processes of their own, read it)
+    if not args.worker:
+        os.environ["BENCH_SEED"] = str(args.seed)     # (the workers, in processes of their own, read it)
     steps = args.steps or (FULL_STEPS if args.full else 3)
     if args.worker:
         return (full_worker if args.full else worker)(*args.worker, steps)
