@@ -166,8 +166,7 @@ class CreationOps:
         """Uniform in [0, 1)."""
         shape = _checked_shape(argfix(*shape))
         if isinstance(device, (tuple, list)):
-            raise ValueError(f"rand makes a tensor on one device, got {device}; rand_like of a sharded tensor draws "
-                             f"on each of its devices")
+            raise ValueError(f"rand makes a tensor on one device, got {device} (rand_like draws on each of several)")
         bits = cls._random_bits(prod(shape), Device.canonicalize(device))
         values = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
         return cls(values.reshape(shape).cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)

@@ -66,8 +66,6 @@ class CUDAKernel(CKernel):
         return super().render_cast(f"__half2float({x})", dtypes.float32, target)
 
     def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
-        if dtypes.bool in (source, target):        # a bool holding the byte 2 would be undefined: a cast instead
-            return self.render_cast(x, source, target)
         self.helpers_used.add("bitcast")
         return f"tg_bitcast<{self.type_names[target]}>({x})"
 

@@ -12,8 +12,6 @@ class OpenCLKernel(CKernel):
     """OpenCL C reinterprets bits with its as_type functions."""
 
     def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
-        if dtypes.bool in (source, target):        # there is no as_bool: a bool's byte is 0 or 1, so it is a cast
-            return self.render_cast(x, source, target)
         return f"as_{self.type_names[target]}({x})"
 
 

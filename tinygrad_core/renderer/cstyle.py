@@ -280,6 +280,8 @@ class CKernel:
         return f"({self.type_names[target]})({x})"
 
     def render_bitcast(self, x: str, source: DType, target: DType) -> str:
+        if dtypes.bool in (source, target):     # (a bool's byte is 0 or 1; read as one, a 2 is undefined): a cast
+            return self.render_cast(x, source, target)
         if source in self.float_computed:
             x, source = self.to_storage(source, x), dtypes.uint16
         if target in self.float_computed:
