@@ -42,6 +42,14 @@ def test_relu_keeps_nan_and_negative_zero():
     same(ours, theirs)
 
 
+def test_relu_passes_no_gradient_at_zero_even_an_infinite_one():
+    # log of relu(0) sends back 1 / 0 = inf; relu's gradient at 0 is 0 whatever arrives (inf * 0 gave NaN)
+    ours, theirs = grads(lambda a: a.relu().log(), [-0.0, 0.0, -1.0, 2.0])
+    same(ours, theirs)
+    ours, theirs = grads(lambda a: a.relu() * inf, [-1.0, 0.0, 3.0])
+    same(ours, theirs)
+
+
 def test_argmax_of_nan_is_the_nan():
     for x in ([1.0, nan, 3.0], [nan, nan, 1.0], [3.0, 1.0, nan]):
         assert Tensor(x).argmax().item() == torch.tensor(x).argmax().item()

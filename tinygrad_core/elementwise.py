@@ -132,8 +132,9 @@ class ElementwiseOps:
         return (self < 0).where(-1, (self > 0).where(1, 0)).cast(self.dtype) if self.dtype != dtypes.bool else self
 
     def relu(self) -> Tensor:
-        # as PyTorch's: NaN and -0.0 stay as they are, and the gradient at 0 is 0 (it flows through self * 0)
-        return (self <= 0).where((self < 0).where(0, self * 0), self).cast(self.dtype)
+        # as PyTorch's: NaN and -0.0 stay as they are, and the gradient at 0 is 0, also where an inf arrives (detached:
+        # through self * 0 it was inf * 0, NaN)
+        return (self <= 0).where((self < 0).where(0, self.detach()), self).cast(self.dtype)
 
     def sigmoid(self) -> Tensor:
         # 1 / (1 + e^-x), with the derivative s (1 - s): through the composition, a saturated e^-x = inf meets a zero
