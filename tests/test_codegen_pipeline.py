@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from tinygrad_core import Context, Device, Tensor, dtypes
 from tinygrad_core.codegen import pipeline
-from tinygrad_core.codegen.opts import choose_opts
+from tinygrad_core.codegen.opts import KernelOpts, choose_opts
 from tinygrad_core.conformance.harness import product_kernel
 from tinygrad_core.ops import Ops
 from tinygrad_core.renderer import TensorCore
@@ -69,3 +69,28 @@ def test_tiled_kernels_take_every_pass_with_no_shortcut(monkeypatch, tiles):
                     ("linearize", True, True)]
     tiled_op = Ops.WMMA if tiles == "tensor_core" else Ops.BARRIER
     assert any(u.op is tiled_op for u in kernel.graph.toposort()) and tiled_op in [u.op for u in kernel.program]
+
+
+# ---- Renderer.kernel_opts: the backend's own choice of opts, asked before the core's neutral heuristic ----
+def test_a_renderer_hook_chooses_the_opts_the_kernel_runs_with(monkeypatch):
+    renderer, chosen, asked = Device["PYTHON"].renderer, KernelOpts(upcast=((1, 2),), unroll=3, order=(1, 0, 2)), []
+    monkeypatch.setattr(renderer, "kernel_opts", lambda value: asked.append(value.shape) or chosen, raising=False)
+    kernel = pipeline.run_passes(_matmul_ast(), renderer)
+    assert kernel.opts == chosen and asked == [(8, 4, 1)]    # asked with the stored value: (8, 4), the reduced axis kept
+    assert sum(u.op is Ops.STORE for u in kernel.program) == 2      # the upcast: two outputs per thread
+    with Context(NOOPT=1):
+        assert choose_opts(_matmul_ast(), renderer) == KernelOpts() and len(asked) == 1
+
+
+def test_the_cpu_hook_answers_for_a_reduce_and_the_core_stays_neutral(monkeypatch):
+    llvm = pytest.importorskip("tinygrad_cpu.renderer", reason="the CPU backend")
+    ast = product_kernel(Tensor(np.ones((64, 256), np.float32)) @ Tensor(np.ones((256, 64), np.float32)))
+    cpu = llvm.LLVMRenderer(64)
+    assert (answer := cpu.kernel_opts(ast.src[0].src[1])) is not None and choose_opts(ast, cpu) == answer
+    # a renderer without the hook gets the core's heuristic, which never reads simd_width (the CPU's tuning)
+    renderer = Device["PYTHON"].renderer
+    assert renderer.kernel_opts(ast.src[0].src[1]) is None
+    monkeypatch.setattr(renderer, "max_upcast", 16, raising=False)       # (room for a register tile)
+    neutral = choose_opts(ast, renderer)
+    monkeypatch.setattr(renderer, "simd_width", 64, raising=False)
+    assert choose_opts(ast, renderer) == neutral

@@ -10,7 +10,7 @@ import traceback
 from typing import Callable
 import pluggy
 
-BACKEND_API = (2, 1)          # major must match; a plugin's minor must be <= the core's minor
+BACKEND_API = (2, 2)          # major must match; a plugin's minor must be <= the core's minor
 ENTRY_POINT_GROUP = "tinygrad_core.backends"
 FIRST_PARTY = {"tinygrad-cpu", "tinygrad-opencl", "tinygrad-cuda", "tinygrad-python"}   # they keep their names
 

@@ -10,7 +10,9 @@ import numpy as np
 from tinygrad_core.dtype import DType, dtypes, FLOATS, INTS, UNSIGNED
 from tinygrad_core.ops import Ops, UOp, GroupOp
 from tinygrad_core.renderer import Renderer, affine, program_signature
+from tinygrad_core.renderer.kernel_opts import KernelOpts
 from tinygrad_cpu import mathlib
+from tinygrad_cpu.opts import simd_opts
 
 # the type a value has in registers; bfloat16 is computed as float and rounded after every op (as the reference does)
 REGISTER_TYPE = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
@@ -78,6 +80,9 @@ class LLVMRenderer(Renderer):
         # the core keys programs on disk by this package's files and the renderer's attributes: a helper changed in
         # memory (not on disk) reaches the key through this one
         self.helpers_digest = hashlib.sha256(repr(sorted(mathlib.HELPERS.items())).encode()).hexdigest()[:16]
+
+    def kernel_opts(self, value: UOp) -> KernelOpts:
+        return simd_opts(value, self)        # tiles by how loads walk memory (opts.py), not as for GPU threads
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return KernelWriter(name, uops, self.simd_width).render()

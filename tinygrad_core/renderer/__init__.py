@@ -4,12 +4,16 @@ A renderer is mostly a declaration of what its hardware has (capability fields) 
 `code_for_op` are rewritten by the core (codegen/decompose.py); dtypes missing from `supported_dtypes` are refused
 before any kernel is built. With ops.py and dtype.py, this module is all a backend's renderer needs from the core:
 `program_signature` lists a kernel's arguments, `affine` splits an index into {term: coefficient} + constant (how
-far an access moves per loop trip, whether it is aligned)."""
+far an access moves per loop trip, whether it is aligned). A renderer that plans its kernels itself overrides
+`kernel_opts`, with what renderer/kernel_opts.py provides."""
 from __future__ import annotations
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from tinygrad_core.dtype import ALL, DType, dtypes
 from tinygrad_core.ops import Ops, UOp
 from tinygrad_core.codegen.symbolic import affine as affine     # re-exported: part of the backend API
+if TYPE_CHECKING:
+    from tinygrad_core.codegen.opts import KernelOpts
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,7 @@ class Renderer:
     max_upcast: int = 1                # how many outputs one thread may compute (register tile size)
     max_unroll: int = 1                # how far reduce loops may be unrolled
     default_local_size: int = 1        # threads per group (has_local renderers)
-    simd_width: int = 0                # bytes per SIMD register (CPUs): tile reduces by memory strides, see opts.py
-    simd_registers: int = 0            # how many SIMD registers (CPUs): bounds a register tile's rows, see opts.py
+    simd_width: int = 0                # bytes per SIMD register (CPUs): matmul and conv layouts, schedule.py
     tensor_cores: tuple[TensorCore, ...] = ()   # matmul-shaped kernels become WMMA ops (codegen/tensor_cores.py)
     # True when what render() makes depends only on the kernel, the core's code, this renderer's module and its
     # attributes: the core may then remember rendered programs on disk (a fresh process skips lowering them)
@@ -44,6 +47,13 @@ class Renderer:
 
     def render(self, name: str, uops: list[UOp]) -> str:
         raise NotImplementedError
+
+    def kernel_opts(self, value: UOp) -> KernelOpts | None:
+        """How to map a kernel onto this hardware, given its stored value (the AST below its STORE, in the output's
+        shape with reduced axes kept as 1), or None to take the core's neutral heuristic (codegen/opts.py). Asked once
+        tensor cores and local tiles are ruled out, never with NOOPT=1 or symbolic sizes; BEAM=1 searches around the
+        answer."""
+        return None
 
     def check_dtypes(self, uops: list[UOp]):
         """Refuses a kernel (its AST, before it is lowered or read from the disk; or its linear program) that uses a

@@ -1,0 +1,116 @@
+"""How the CPU backend maps a kernel onto SIMD registers: its answer to the core's `Renderer.kernel_opts` hook.
+
+The core's neutral heuristic (tinygrad_core/codegen/opts.py) plans kernels as for GPU threads. On a CPU whose compiler
+vectorises loops, a reduce is tiled by how each of its loads walks memory (`load_strides`), and an elementwise kernel
+is left to the compiler."""
+from __future__ import annotations
+from tinygrad_core.helpers import prod
+from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.renderer.kernel_opts import KernelOpts, load_strides
+
+BIG_REDUCE = 1 << 26        # output elements x reduce length (a 512^3 matmul is 2^27)
+MEDIUM_REDUCE = 1 << 20
+SHORT_LOOP_VECTORS = 4      # an innermost reduce loop this many vectors long or shorter counts as short
+NEAR_ROWS_BYTES = 4096      # strided loads whose rows are closer than a page can keep them in cache (see order)
+
+
+def _lane_unroll(nested: bool, loads, lanes: int) -> int:
+    """A short contiguous innermost reduce loop inside other reduce loops (a convolution's weight gradient sums over
+    batch, rows and a 16-wide row): vectorised by the backend's compiler, its vector of partial sums would be added
+    up at every exit. Unrolled by a vector's width instead, each lane gets an accumulator of its own, summed once at
+    the very end."""
+    length = max((length for _, step, length in loads if step), default=0)
+    if not nested or not 0 < length <= SHORT_LOOP_VECTORS * lanes:
+        return 1
+    return next((u for u in (lanes, lanes // 2) if u > 1 and length % u == 0), 1)
+
+
+def _short_row_unroll(nested: bool, loads, lanes: int) -> int:
+    """Rows shorter than two vectors and not made of whole ones, summed inside other reduce loops (a batchnorm's
+    statistics over 14x14 maps): the backend's compiler vectorises such a loop poorly. Unrolled whole, each row is a
+    few vector loads."""
+    moving = [(step, length) for _, step, length in loads if step]
+    if not nested or not moving or any(step != 1 for step, _ in moving):
+        return 1
+    length = max(length for _, length in moving)
+    return length if 1 < length < 2 * lanes and length % lanes else 1
+
+
+def simd_opts(value: UOp, renderer) -> KernelOpts:
+    """The opts of a kernel (its stored value) on a SIMD CPU: `renderer.simd_width` bytes per vector register,
+    `simd_registers` of them, register tiles of up to `max_upcast` outputs.
+
+    An elementwise kernel gets none: the backend's compiler vectorises its parallel loop itself, and upcast copies
+    would only make more code to compile. For a reduce: where every load reads memory contiguously along the reduce
+    loop, the backend vectorises the loop itself (partial sums per SIMD lane); a register tile over two output axes
+    along which loads are broadcast (A @ B.T) lets each loaded vector serve several outputs. Otherwise (a matmul's B,
+    a sum over rows) SIMD lanes go across an output axis that is contiguous in the strided loads, and a second output
+    axis, along which those vector loads don't move, makes the register tile."""
+    reduce = next((u for u in value.toposort() if u.op is Ops.REDUCE_AXIS), None)
+    if reduce is None:
+        return KernelOpts()
+    shape = value.shape
+    lanes = max(1, renderer.simd_width // value.dtype.itemsize)
+    loads = load_strides(value)
+    strided = [axes for axes, step, length in loads if step not in (0, 1) or (step and length < lanes)]
+    # every upcast lane is lowered, rendered and compiled separately: small kernels get small tiles (a 128x128x784
+    # matmul gains little from the largest tile but would pay for it in compile time)
+    work = prod(shape) * prod(reduce.src[0].shape[axis] for axis in reduce.arg[1])
+    size = 2 if work >= BIG_REDUCE else 1 if work >= MEDIUM_REDUCE else 0
+    upcast: dict[int, int] = {}
+    budget = renderer.max_upcast
+
+    def fitting(axis: int, amounts) -> int:
+        return next((a for a in amounts if a > 1 and shape[axis] % a == 0 and a <= budget), 0)
+
+    def try_upcast(axis: int, amounts) -> bool:
+        nonlocal budget
+        if amount := fitting(axis, amounts):
+            upcast[axis] = amount
+            budget //= amount
+        return bool(amount)
+
+    # output axes along which one moving load stays put while another moves: a register tile reuses the first
+    moving = [axes for axes, step, _ in loads if step]
+    broadcast = [i for i in range(len(shape)) if shape[i] > 1 and any(axes[i] == 0 for axes in moving) and
+                 any(axes[i] for axes in moving)]
+    nested = len(reduce.arg[1]) >= 2          # the innermost reduce loop runs inside other reduce loops
+    if not strided:
+        unroll = _lane_unroll(nested, loads, lanes) if size else 1
+        budget //= unroll
+        # the innermost two that a tile fits (a 3x3 kernel's axes would take no tile and block the others)
+        for axis in [i for i in broadcast if fitting(i, (4, 2))][-2:] if size else ():
+            try_upcast(axis, (4, 2))
+        return KernelOpts(tuple(sorted(upcast.items())), unroll=unroll)
+    contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes in strided) and
+                  any(axes[i] == 1 for axes in strided)]
+    if not contiguous and all(step == 1 for _, step, _ in loads if step):
+        # contiguous rows shorter than a vector (a 3x3 single-channel convolution's 9 taps as im2col rows) and no
+        # output axis to vectorise along: the lanes go across one along which a load is broadcast
+        for axis in [i for i in broadcast if fitting(i, (lanes, lanes // 2))][-1:]:
+            try_upcast(axis, (lanes, lanes // 2))
+    if contiguous:
+        widths = tuple(w for w in (4 * lanes, 2 * lanes, lanes, lanes // 2, lanes // 4) if w <= lanes << size)
+        # any axis that fills a whole vector will do; the output's innermost one also stores contiguously
+        vector_axis = max(contiguous, key=lambda i: (min(fitting(i, widths), lanes), i))
+        vector_loads = [axes for axes, _, _ in loads if axes[vector_axis] == 1]
+        reused = [i for i in range(len(shape)) if shape[i] > 1 and i != vector_axis and
+                  all(axes[i] == 0 for axes in vector_loads) and any(axes[i] for axes, _, _ in loads)]
+        if try_upcast(vector_axis, widths[1:] if reused and size else widths) and reused and size:
+            # rows x 2 vectors of accumulators in half the vector registers (the rest hold the loads), on the largest
+            # kernels; 4 rows on others
+            most = max(4, renderer.simd_registers // 4) if size == 2 else 4
+            rows = tuple(r for r in (8, 4, 2) if r <= most)
+            fits = [i for i in reused if fitting(i, rows)]     # e.g. not a 3x3 kernel's axis
+            if fits:
+                try_upcast(fits[-1], rows)
+    order = ()
+    if not upcast and (rows := _short_row_unroll(nested, loads, lanes)) > 1:
+        return KernelOpts(unroll=rows)
+    if size == 2 and max(abs(step) for _, step, _ in loads) * value.dtype.itemsize < NEAR_ROWS_BYTES:
+        # neighbouring parallel indices (a thread's slice) read the same rows of the strided loads while those are
+        # in cache: the axes along which they move, other than in the register tile, go slowest. (Rows a page or
+        # more apart can't stay in cache, they compete for the same cache sets: there the output's order does better)
+        order = tuple(sorted(range(len(shape)), key=lambda i: (i in upcast or all(axes[i] == 0 for axes in strided),
+                                                               i)))
+    return KernelOpts(tuple(sorted(upcast.items())), order=() if order == tuple(range(len(shape))) else order)
