@@ -46,6 +46,12 @@ CASES = [
     (RuntimeError, r"int labels", lambda: Tensor.ones(2, 3).sparse_categorical_crossentropy(Tensor([0.5, 1.0]))),
     (RuntimeError, r"kernel \(0, 0\)", lambda: nn.Conv2d(1, 1, 0)(Tensor.ones(1, 1, 4, 4))),
     (TypeError, r"params is float 1.0", lambda: optim.SGD([Tensor.ones(2), 1.0], lr=0.1)),
+    (ValueError, r"expand \(3,\) to \(-1, 3\).*-1 keeps", lambda: Tensor.ones(3).expand(-1, 3)),
+    (ValueError, r"expand \(1,\) to \(-2,\)", lambda: Tensor.ones(1).expand(-2)),
+    (ValueError, r"betas .*b1=1.5", lambda: optim.Adam([Tensor.ones(2)], b1=1.5)),
+    (ValueError, r"betas .*b2=-0.1", lambda: optim.AdamW([Tensor.ones(2)], b2=-0.1)),
+    (ValueError, r"eps=-1.0", lambda: optim.LAMB([Tensor.ones(2)], eps=-1.0)),
+    (ValueError, r"weight_decay=-1.0", lambda: optim.Adam([Tensor.ones(2)], weight_decay=-1.0)),
 ]
 
 

@@ -676,9 +676,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def expand(self, shape, *args) -> Tensor:
         shape = argfix(shape, *args)
         base = (1,) * (len(shape) - self.ndim) + self.shape
-        new = tuple(b if s == -1 else s for s, b in zip(shape, base))
-        if len(shape) < self.ndim or any(b != 1 and b != s for b, s in zip(base, new)):
-            raise ValueError(f"can't expand {self.shape} to {shape}: only size-1 dimensions can grow")
+        new = tuple(b if s == -1 and i >= len(shape) - self.ndim else s for i, (s, b) in enumerate(zip(shape, base)))
+        if len(shape) < self.ndim or any(s < 0 or b != 1 and b != s for b, s in zip(base, new)):
+            raise ValueError(f"can't expand {self.shape} to {shape}: only size-1 dimensions can grow, and -1 keeps "
+                             "a dimension the tensor has")
         return self._broadcast_to(new)
 
     def pad(self, padding, value: float = 0.0, mode: str = "constant") -> Tensor:

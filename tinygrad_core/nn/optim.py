@@ -164,6 +164,9 @@ class LAMB(Optimizer):
     def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
                  weight_decay: float = 0.0, adam: bool = False):
         super().__init__(params, lr)
+        if not (0 <= b1 < 1 and 0 <= b2 < 1 and eps >= 0 and weight_decay >= 0):     # as torch checks them
+            raise ValueError(f"the betas must be in [0, 1) and eps, weight_decay >= 0, got b1={b1}, b2={b2}, "
+                             f"eps={eps}, weight_decay={weight_decay}")
         self.b1, self.b2, self.eps, self.weight_decay, self.adam = b1, b2, eps, weight_decay, adam
         self.t = self._new_state()               # the step count
         self.b1_t = self._new_state(value=1.0)   # b1 ** t and b2 ** t, kept as running products
@@ -201,8 +204,8 @@ class Adam(LAMB):
 
     def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  weight_decay: float = 0.0):
-        super().__init__(params, lr, b1, b2, eps, weight_decay=0.0, adam=True)
-        self.l2 = weight_decay
+        super().__init__(params, lr, b1, b2, eps, weight_decay, adam=True)
+        self.l2, self.weight_decay = weight_decay, 0.0
 
     def _update(self, with_grad):
         super()._update([(i, p, g + self.l2 * p) for i, p, g in with_grad] if self.l2 else with_grad)
