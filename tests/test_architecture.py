@@ -116,7 +116,7 @@ def test_every_elementwise_op_has_conformance_cases():
 # Adding a fusion rule (tests/test_schedule.py's test_every_cut_rule_is_tested_here checks each has a test there)
 # ---------------------------------------------------------------------------------------------------------------
 CUT_RULE_PARAMETERS = {"NODE_CUTS": ["u"], "WALK_CUTS": ["plan", "root", "u", "repeated", "in_reduce"],
-                       "KERNEL_CUTS": ["root"]}
+                       "KERNEL_CUTS": ["root"], "LAYOUTS": ["u"]}
 
 
 @pytest.mark.parametrize("kind", sorted(CUT_RULE_PARAMETERS))
@@ -132,7 +132,7 @@ def test_every_cut_rule_has_a_docstring_and_the_list_signature(kind):
 
 def test_every_cut_rule_is_in_the_tour():
     tour = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
-    rules = schedule.NODE_CUTS + schedule.WALK_CUTS + schedule.KERNEL_CUTS
+    rules = schedule.NODE_CUTS + schedule.WALK_CUTS + schedule.KERNEL_CUTS + schedule.LAYOUTS
     missing = [rule.__name__ for rule in rules if f"`{rule.__name__}`" not in tour]
     assert not missing, f"cut rules docs/ARCHITECTURE.md's schedule.py section doesn't name: {missing}"
 

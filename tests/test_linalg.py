@@ -84,7 +84,7 @@ def test_einsum_errors():
 
 @pytest.mark.parametrize("a_shape", [(3, 5), (5,), (2, 3, 5)], ids=str)
 def test_wide_matmul_through_packed_panels(a_shape):
-    # a right operand with rows 4 KiB or more apart is copied into column panels first (Tensor._dot_panels)
+    # a right operand with rows 4 KiB or more apart is copied into column panels first (schedule._pack_panels)
     a, b = rand_array(a_shape, seed=1), rand_array((5, 1024), seed=2)
     g = rand_array(a_shape[:-1] + (1024,), seed=3)
     ta, tb = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)

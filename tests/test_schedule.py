@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from helpers import assert_close, rand_array
 
-from tinygrad_core import Context, Device, GlobalCounters, Tensor, dtypes, schedule
+from tinygrad_core import Context, Device, Function, GlobalCounters, Tensor, dtypes, schedule
 from tinygrad_core.helpers import DEBUG, getenv, prod
 from tinygrad_core.ops import Ops
 
@@ -203,17 +203,6 @@ def test_float16_kernel_and_int_kernel_fuse_too():
     assert kernels_for((a * 2 + 1).cast(dtypes.float32).sqrt()) == 1
 
 
-def test_wide_matmul_packs_its_right_operand_unless_transposed():
-    if not Device[Device.DEFAULT].renderer.simd_width:
-        pytest.skip(f"{Device.DEFAULT} is no SIMD CPU backend: matmul operands are packed for those only")
-    (a, b), (ta, tb) = realized_inputs((4, 8), (8, 1024))
-    out = ta @ tb
-    assert kernels_for(out) == 2              # the column panels of b, then the product
-    assert_close(out.numpy(), a @ b, rtol=1e-5)
-    _, (tc,) = realized_inputs((1024, 8))
-    assert kernels_for(ta @ tc.T) == 1        # b.T is read along its rows already
-
-
 @pytest.mark.parametrize("stride, size", [(1, 16), (2, 16), (1, 7)], ids=["in-place", "im2col-strided", "im2col-rows"])
 def test_conv_gradients_never_copy_out_windows_of_a_realized_input(stride, size):
     # the windows of a 3x3 convolution are 9x its input: the weight's gradient reads them in place (stride 1, rows of
@@ -337,8 +326,58 @@ def test_cut_assign_reading_other_elements():
     assert schedule._assign_reading_other_elements(in_place.uop) is None and len(roots_of(in_place)) == 1
 
 
+def simd_cpu_only():
+    if not Device[Device.DEFAULT].renderer.simd_width:
+        pytest.skip(f"{Device.DEFAULT} is no SIMD CPU backend: matmul operands are packed for those only")
+
+
+def test_cut_pack_panels_copies_far_apart_rows_into_panels_first():
+    simd_cpu_only()
+    (a, b), (ta, tb) = realized_inputs((1024, 1024), (1024, 1024))
+    out = ta @ tb                                      # b's rows lie 4 KiB apart: read down its columns
+    product_sum = out.uop.src[0]                       # (Tensor.dot builds the plain product; the pass rewrites it)
+    assert product_sum.op is Ops.REDUCE_AXIS and schedule._pack_panels(product_sum) is not None
+    panels, product = out.schedule()
+    assert panels.node.op is Ops.CONTIGUOUS and panels.node.shape == (16, 1024, 64)   # (n/PANEL, k, PANEL)
+    assert product.node is out.uop and product.bufs[1:] == [schedule.buffer_of(ta.uop), panels.bufs[0]]
+    assert kernels_for(out) == 2
+    assert_close(out.numpy(), a @ b, rtol=1e-4, atol=1e-3)
+    _, (_, tc) = realized_inputs((4, 1024), (1024, 512))
+    assert schedule._pack_panels((ta @ tc).uop.src[0]) is None and kernels_for(ta @ tc) == 1    # rows 2 KiB apart
+    assert kernels_for(ta @ tb.T) == 1                 # b.T is read along b's rows already
+    assert_close((ta @ tb.T).numpy(), a @ b.T, rtol=1e-4, atol=1e-3)
+
+
+def test_cut_pack_panels_in_the_backward_where_a_matmul_matches():
+    simd_cpu_only()
+    (x, w, g), (tx, _, tg) = realized_inputs((8, 1024), (1024, 1024), (8, 1024))
+    tw = Tensor(w, requires_grad=True)
+    tx.requires_grad = True
+    (tx @ tw * tg).sum().backward()
+    items = schedule.create_schedule([tx.grad.uop, tw.grad.uop])
+    # the gradients' matmuls reduce over a leading axis (w.grad sums over x's rows): opts.py tiles those, unpacked
+    assert not any(item.node.op is Ops.CONTIGUOUS for item in items), [item.node.shape for item in items]
+    assert_close(tw.grad.numpy(), x.T @ g, rtol=1e-4, atol=1e-4)
+    assert_close(tx.grad.numpy(), g @ w.T, rtol=1e-4, atol=1e-3)
+
+    class Dense(Function):      # a backward written with matmuls: x.T @ grad reads grad down its columns
+        def forward(self, x, w):
+            self.x, self.w = x, w
+            return x @ w
+
+        def backward(self, grad):
+            return grad @ self.w.T, self.x.T @ grad
+
+    tx.grad = tw.grad = None
+    (Dense.apply(tx, tw) * tg).sum().backward()
+    shapes = [item.node.shape for item in tw.grad.schedule() if item.node.op is Ops.CONTIGUOUS]
+    assert shapes == [(16, 8, 64)], shapes             # the gradient's panels, by the pass, not by gradient.py
+    assert_close(tw.grad.numpy(), x.T @ g, rtol=1e-4, atol=1e-4)
+    assert_close(tx.grad.numpy(), g @ w.T, rtol=1e-4, atol=1e-3)
+
+
 def test_every_cut_rule_is_tested_here():
-    rules = schedule.NODE_CUTS + schedule.WALK_CUTS + schedule.KERNEL_CUTS
+    rules = schedule.NODE_CUTS + schedule.WALK_CUTS + schedule.KERNEL_CUTS + schedule.LAYOUTS
     with open(__file__) as f:
         source = f.read()
     untested = [rule.__name__ for rule in rules if f"def test_cut{rule.__name__}" not in source]

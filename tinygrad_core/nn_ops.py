@@ -137,8 +137,7 @@ class NNOps:
             x = x.contiguous()
         x = x._pool(tuple(kernel), stride, dilation)                                   # bs, cin, *out, *kernel
         outs, per_group, window = x.shape[2:2 + dims], cout // groups, cin_group * prod(kernel)
-        im2col_bytes = bs * prod(outs) * groups * window * self.dtype.itemsize
-        if conv_reads_windows_in_place(make_tuple(stride, dims), outs, im2col_bytes, self.device):      # decided in schedule.py
+        if conv_reads_windows_in_place(x.uop, make_tuple(stride, dims)):      # decided in schedule.py
             x = x.reshape(bs, groups, cin_group, 1, *outs, *kernel)
             x = x.expand(bs, groups, cin_group, per_group, *outs, *kernel)
             x = x.permute(0, 1, 3, *[4 + i for i in range(dims)], 2, *[4 + dims + i for i in range(dims)])

@@ -5,11 +5,12 @@ loads of whoever uses them; a reduce fuses with the elementwise ops before it an
 its own kernel when its result is broadcast (EXPAND) or used by several nodes: fusing it there would recompute
 the whole reduction for every element that reads it.
 
-create_schedule runs in three steps: order the graph that isn't computed yet (`_graph_order`); find the kernel roots
-(`_find_roots`) by the cut rules, which are listed in the order they apply: NODE_CUTS, for each node; WALK_CUTS, met
-while walking what would fuse into a kernel; KERNEL_CUTS, once a kernel's walk is done; and build one item per root,
-in run order (`_order_roots`, `_build_items`). A call's planning state (a `_Plan`, then the planned buffer views) is
-passed from step to step, never kept in the module."""
+create_schedule runs in steps: order the graph that isn't computed yet (`_graph_order`); lay it out (`_lay_out`: the
+passes of LAYOUTS rewrite what a kernel would read in a bad order, such as a matmul operand read down its columns);
+find the kernel roots (`_find_roots`) by the cut rules, which are listed in the order they apply: NODE_CUTS, for each
+node; WALK_CUTS, met while walking what would fuse into a kernel; KERNEL_CUTS, once a kernel's walk is done; and
+build one item per root, in run order (`_order_roots`, `_build_items`). A call's planning state (the nodes laid out
+anew, a `_Plan`, then the planned buffer views) is passed from step to step, never kept in the module."""
 from __future__ import annotations
 from dataclasses import dataclass, field
 import weakref
@@ -42,8 +43,7 @@ def buffer_uop(buf: Buffer, version: int = 0) -> UOp:
 def buffer_of(u: UOp, planned: dict[UOp, UOp] | None = None) -> Buffer | None:
     """The Buffer holding u's value when u is a plain (contiguous, whole) view of one, else None."""
     u = _resolve(u, planned)
-    if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER:
-        u = u.src[0]
+    u = u.src[0] if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER else u
     return u.arg[0] if u.op is Ops.BUFFER else None
 
 
@@ -56,16 +56,14 @@ def _resolve(u: UOp, planned: dict[UOp, UOp] | None = None) -> UOp:
 
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     """The items that compute outs, in run order (the steps are named in the module docstring)."""
-    order = _graph_order(outs := [_resolve(u) for u in outs])
+    outs, order, was = _lay_out(outs := [_resolve(u) for u in outs], _graph_order(outs))
     plan = _find_roots(outs, order)
-    return _build_items(_order_roots(plan.roots, {u: i for i, u in enumerate(order)}, plan.is_root), plan.is_root)
+    return _build_items(_order_roots(plan.roots, {u: i for i, u in enumerate(order)}, plan.is_root), plan.is_root, was)
 
 
 def _graph_order(outs: list[UOp]) -> list[UOp]:
     """A dependency order (sources first) of the part of the graph that isn't computed yet."""
-    order: list[UOp] = []
-    seen: set[UOp] = set()
-    stack = [(u, False) for u in outs]
+    order, seen, stack = [], set(), [(u, False) for u in outs]
     while stack:
         u, expanded = stack.pop()
         if expanded:
@@ -175,11 +173,8 @@ def _assign_reading_other_elements(root: UOp) -> UOp | None:
     while node.op in GroupOp.MOVEMENT:
         node = node.src[0]
         view_chain.add(node)
-    for u in root.src[1].toposort():
-        u = _resolve(u)
-        if u.base is node and u not in view_chain and (u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER):
-            return _resolve(root.src[1])
-    return None
+    reads = [u for u in map(_resolve, root.src[1].toposort()) if u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER]
+    return _resolve(root.src[1]) if any(u.base is node and u not in view_chain for u in reads) else None
 
 
 NODE_CUTS = (_realize_point, _copy_source)
@@ -187,37 +182,84 @@ WALK_CUTS = (_repeated_reduce, _costly_work_broadcast_into_reduce, _costly_work_
 KERNEL_CUTS = (_assign_reading_other_elements,)
 
 
-# ---- layout: which matmul and convolution operands are computed into buffers of their own layout. Decided when the
-# op is built, not by a cut rule: its gradients are built from the graph it makes, and laid out by it too ----
-PANEL = 64                 # columns per panel of a packed matmul operand (see Tensor._dot_panels)
+# ---- layout: which matmul and convolution operands are computed into buffers of their own layout ----
+def _lay_out(outs: list[UOp], order: list[UOp]) -> tuple[list[UOp], list[UOp], dict[UOp, UOp]]:
+    """The graph with each node that a pass of LAYOUTS rewrites replaced by its new form (sources first: a pass sees
+    its node's sources laid out already), the graph's order again, and the node of the program each rewritten node
+    stands for: the item computing it is named by that node (run_schedule records its value there). Forward and
+    backward alike: the passes see whatever graph reaches the scheduler."""
+    new: dict[UOp, UOp] = {}
+    for u in order:
+        v = u.replace(src=tuple(new.get(s, s) for s in u.src)) if any(s in new for s in u.src) else u
+        if (v := next((f for rule in LAYOUTS if (f := rule(v)) is not None), v)) is not u:
+            new[u] = v
+    outs = [new.get(u, u) for u in outs]
+    return (outs, _graph_order(outs), {v: u for u, v in new.items()}) if new else (outs, order, {})
+
+
+PANEL = 64                 # columns per panel of a packed matmul operand
 FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
 # im2col copies each output position's window out: past this many bytes (a 10000-image batch through a 5x5 conv is
 # gigabytes) the windows are read in place instead, slower but in the input's own memory
 IM2COL_BYTES = 1 << 28
 
 
-def packs_panels(w: UOp, itemsize: int) -> bool:
-    """Whether the matmul x @ w reads w (k, n) from packed panels (Tensor._dot_panels): when w is read down columns
-    whose rows lie far apart, on a renderer that says it is a SIMD CPU (Renderer.simd_width, the hook asked here;
-    GPUs read a column block across threads, coalesced, and don't pack)."""
-    return len(w.shape) == 2 and w.op is not Ops.PERMUTE and isinstance(n := w.shape[1], int) and n % PANEL == 0 \
-        and n * itemsize >= FAR_ROWS_BYTES and bool(Device[w.device].renderer.simd_width)
+def _pack_panels(u: UOp) -> UOp | None:
+    """A matmul reading a row-major operand w (k, n) down its columns, rows FAR_ROWS_BYTES or more apart, on a
+    renderer that says it is a SIMD CPU (Renderer.simd_width, the hook asked here; GPUs read a column block across
+    threads, coalesced, and don't pack): each step of the reduce would jump a row, and rows a page apart compete for
+    the same cache sets. w is copied into panels (n/PANEL, k, PANEL), each contiguous (BLAS libraries call this
+    packing), by a kernel of its own, and the product reads them; the reduce over k stays one loop. A matmul as
+    Tensor.dot builds it: the reduce over the last axis, along the other operand's rows, which doesn't vary along w's
+    columns, the output's last. (The matmuls of its gradients reduce over a leading axis: a backend's kernel opts
+    tile those along their output rows, and they ran slower packed, in either operand.)"""
+    if u.op is not Ops.REDUCE_AXIS or u.arg != (Ops.ADD, (k := len(u.shape) - 1,)) or \
+            not Device[u.device].renderer.simd_width:
+        return None
+    cast, product = (u.src[0], u.src[0].src[0]) if u.src[0].op is Ops.CAST else (None, u.src[0])  # (fp16 adds in fp32)
+    for i, (side, other) in enumerate((product.src, product.src[::-1]) if product.op is Ops.MUL else ()):
+        w, (rows, cols) = _rows_and_columns(side.src[0] if side.op is Ops.EXPAND else side) or (None, (-1, 0))
+        if (rows, cols) != (k, k - 1) or not isinstance(n := w.shape[1], int) or n % PANEL or \
+                n * w.dtype.itemsize < FAR_ROWS_BYTES or other.op is not Ops.EXPAND or other.src[0].shape[cols] != 1:
+            continue
+        panels = w.reshape((w.shape[0], n // PANEL, PANEL)).permute((1, 0, 2))      # (n/PANEL, k, PANEL)
+        panels = UOp(Ops.CONTIGUOUS, w.dtype, (panels,)).broadcast_to(shape := product.shape[:cols] + panels.shape)
+        rest = other.src[0].reshape(other.src[0].shape + (1,)).expand(shape)
+        packed = UOp(Ops.MUL, product.dtype, (panels, rest) if i == 0 else (rest, panels))
+        return (packed if cast is None else packed.cast(cast.dtype)).reduce(Ops.ADD, (k,)).reshape(u.shape)
 
 
-def conv_reads_windows_in_place(strides: tuple[int, ...], outs: tuple[int, ...], im2col_bytes: int,
-                                device: str) -> bool:
-    """Whether a convolution's product-sum reads its input's windows in place, else as im2col rows (one copied-out
-    row per output position, multiplied by the weight as a matmul). In place at stride 1 with output rows of whole
-    vectors (counted in float32 lanes of Renderer.simd_width; any rows without SIMD): neighbouring outputs read
-    neighbouring inputs, so the loads vectorise along the rows. Strided, they would gather inputs a stride apart, or
-    rows would end mid-vector. And in place when im2col would be too large."""
-    lanes = max(1, Device[device].renderer.simd_width // 4)
-    return all(s == 1 for s in strides) and outs[-1] % lanes == 0 or im2col_bytes > IM2COL_BYTES
+def _rows_and_columns(view: UOp) -> tuple[UOp, tuple[int, ...]] | None:
+    """(w, the axes of view that w's rows and columns are on) where view is a 2-D node w seen through permutes and
+    reshapes that only add or drop axes of size 1 (w's own layout then decides how view is read), else None."""
+    src = view.src[0] if view.op is Ops.PERMUTE or view.op is Ops.RESHAPE and \
+        [s for s in view.shape if s != 1] == [s for s in view.src[0].shape if s != 1] else None
+    if src is None or (found := _rows_and_columns(src)) is None:
+        return (view, (0, 1)) if len(view.shape) == 2 and 1 not in view.shape else None
+    big, small = [i for i, s in enumerate(view.shape) if s != 1], [i for i, s in enumerate(src.shape) if s != 1]
+    return found[0], tuple(view.arg.index(a) if view.op is Ops.PERMUTE else big[small.index(a)] for a in found[1])
 
 
-def _build_items(roots: list[UOp], is_root: set[UOp]) -> list[ScheduleItem]:
-    """One item per root, in run order. Each root is planned to be read from its output buffer by the items after
-    it; run_schedule publishes that to `realized` once the item has run."""
+LAYOUTS = (_pack_panels,)
+
+
+def conv_reads_windows_in_place(windows: UOp, strides: tuple[int, ...]) -> bool:
+    """Whether a convolution's product-sum reads its input's windows (batch, channels, *outputs, *kernel) in place,
+    else as im2col rows (the windows copied out, one row per output position, multiplied by the weight as a matmul).
+    In place at stride 1 with output rows of whole vectors (counted in float32 lanes of Renderer.simd_width, the hook
+    asked here; any rows without SIMD): neighbouring outputs read neighbouring inputs, so the loads vectorise along
+    the rows. Strided, they would gather inputs a stride apart, or rows would end mid-vector. And in place when im2col
+    would be too large. Decided when the op is built, not by a pass of LAYOUTS: the gradients are built from the form
+    chosen (im2col's are matmuls, through contiguous_backward), before the scheduler sees the graph."""
+    lanes = max(1, Device[windows.device].renderer.simd_width // 4)
+    return all(s == 1 for s in strides) and windows.shape[1 + len(strides)] % lanes == 0 or \
+        prod(windows.shape) * windows.dtype.itemsize > IM2COL_BYTES
+
+
+def _build_items(roots: list[UOp], is_root: set[UOp], was: dict[UOp, UOp]) -> list[ScheduleItem]:
+    """One item per root, in run order, named by the program's node it computes (`was`, for a node laid out anew).
+    Each root is planned to be read from its output buffer by the items after it; run_schedule publishes that to
+    `realized` once the item has run."""
     planned: dict[UOp, UOp] = {}
     items = []
     for root in roots:
@@ -228,9 +270,9 @@ def _build_items(roots: list[UOp], is_root: set[UOp]) -> list[ScheduleItem]:
         version = _resolve(root.src[0], planned).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
         planned[root] = view = buffer_uop(target, version).reshape(root.shape)
         if item is None:               # an empty result: nothing to compute
-            realized[root] = view
+            realized[was.get(root, root)] = view
         else:
-            item.becomes = view
+            item.node, item.becomes = was.get(root, root), view
             items.append(item)
     return items
 
@@ -241,44 +283,31 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
     after: dict[UOp, set[UOp]] = {}
     readers: dict[Buffer, set[UOp]] = {}
     for root in roots:
-        deps, walked = set(), set()
-        stack = list(root.src if root.op is Ops.COPY else _kernel_inputs(root))
-        while stack:
-            u = _resolve(stack.pop())
-            if u in walked:
-                continue
-            walked.add(u)
-            if u.op is Ops.BUFFER:
-                readers.setdefault(u.arg[0], set()).add(root)
-            elif u in is_root and u is not root:
-                deps.add(u)
-            else:
-                stack.extend(u.src)
-        after[root] = deps
+        read = _reached(root.src if root.op is Ops.COPY else _kernel_inputs(root),
+                        lambda u, root=root: u.op is Ops.BUFFER or u in is_root and u is not root)
+        after[root] = {u for u in read if u in is_root and u is not root}
+        for buf in {u.arg[0] for u in read if u.op is Ops.BUFFER}:
+            readers.setdefault(buf, set()).add(root)
     for root in roots:
         if root.op is Ops.ASSIGN and (target := buffer_of(root.src[0])) is not None:
             after[root] |= readers.get(target, set()) - {root}
     ordered: list[UOp] = []
     placed: dict[UOp, bool] = {}        # False while a root's dependencies are being placed, True once it is placed
-    for first in sorted(roots, key=position.__getitem__):
-        if first in placed:
-            continue
-        placed[first] = False
-        stack = [(first, iter(sorted(after[first], key=position.__getitem__)))]
-        while stack:
-            u, pending = stack[-1]
-            dep = next(pending, None)
-            if dep is None:
-                stack.pop()
-                placed[u] = True
-                ordered.append(u)
-            elif dep not in placed:
-                placed[dep] = False
-                stack.append((dep, iter(sorted(after[dep], key=position.__getitem__))))
-            elif placed[dep] is False:
-                raise RuntimeError("one computation reads both the old and the assigned value of a buffer; realize a "
-                                   "copy of the old value first (x.contiguous().realize()) or realize the assign first")
-    return ordered
+    stack = [(None, iter(sorted(roots, key=position.__getitem__)))]     # (None: the end, after every root)
+    while stack:
+        u, pending = stack[-1]
+        dep = next(pending, None)
+        if dep is None:
+            stack.pop()
+            placed[u] = True
+            ordered.append(u)
+        elif dep not in placed:
+            placed[dep] = False
+            stack.append((dep, iter(sorted(after[dep], key=position.__getitem__))))
+        elif placed[dep] is False:
+            raise RuntimeError("one computation reads both the old and the assigned value of a buffer; realize a "
+                               "copy of the old value first (x.contiguous().realize()) or realize the assign first")
+    return ordered[:-1]
 
 
 COSTLY_ELEMENTWISE = 12     # weighted ops (OP_WEIGHT)
@@ -298,17 +327,21 @@ def _under_views(u: UOp) -> UOp:
 def _elementwise_work(u: UOp, is_root: set[UOp], views: bool = True) -> int:
     """How many ALU ops a kernel fusing u computes per element of u (stopping at buffers, reduces, other kernels),
     the index math of views included unless views=False."""
-    work, walked, stack = 0, set(), [u]
+    fused = [n for n in _reached([u], lambda n: n.op in (Ops.BUFFER, Ops.DEVICE, Ops.REDUCE_AXIS) or
+                                 n in is_root and n is not u) if n not in is_root or n is u]   # (not other kernels)
+    return sum(OP_WEIGHT.get(n.op, 1 if n.op in GroupOp.ALU else 0) for n in fused
+               if views or n.op not in GroupOp.MOVEMENT)
+
+
+def _reached(starts, stop) -> list[UOp]:
+    """Every node reachable from starts (each as _resolve gives it, once), not looking past a node that stop(node)
+    says to stop at."""
+    walked, stack = {}, list(starts)
     while stack:
-        node = _resolve(stack.pop())
-        if node in walked or node.op in (Ops.BUFFER, Ops.DEVICE, Ops.REDUCE_AXIS) or \
-                (node in is_root and node is not u):
-            continue
-        walked.add(node)
-        if views or node.op not in GroupOp.MOVEMENT:
-            work += OP_WEIGHT.get(node.op, 1 if node.op in GroupOp.ALU else 0)
-        stack.extend(node.src)
-    return work
+        if (u := _resolve(stack.pop())) not in walked:
+            walked[u] = None
+            stack.extend(() if stop(u) else u.src)
+    return list(walked)
 
 
 def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:
@@ -322,8 +355,7 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
     if out.size == 0:
         return None
     if root.op is Ops.COPY:
-        inputs = [buffer_of(_resolve(s, planned), planned) for s in root.src]
-        return ScheduleItem(root, [out] + inputs, root)
+        return ScheduleItem(root, [out] + [buffer_of(s, planned) for s in root.src], root)
     bufs: list[Buffer] = [out]
     globals_by_buffer, memo, var_vals = {}, {}, {}     # var_vals: the values of the Variables unbound from sizes
 

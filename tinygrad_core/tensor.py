@@ -16,7 +16,7 @@ from tinygrad_core.gradient import compute_gradient, Function
 from tinygrad_core.helpers import argfix, broadcast_shape, prod
 from tinygrad_core.ops import Ops, UOp, Unique, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized, packs_panels, PANEL
+from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
 from tinygrad_core.engine.realize import kept_nodes, recorder, run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
@@ -896,22 +896,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         dtype = least_upper_dtype(self.dtype, w.dtype)
         # small ints multiply in the (u)int32 their sum is in (in their own dtype, -128 * -128 would wrap)
         dtype = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
-        if packs_panels(w.uop, dtype.itemsize):     # decided in schedule.py, with the other layout choices
-            return self.cast(dtype)._dot_panels(w.cast(dtype))
         x = self.cast(dtype).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
-        w = w.cast(dtype)
-        w = w.reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]).transpose(-1, -min(w.ndim, 2)) \
-            if w.ndim > 1 else w
+        w = w.cast(dtype).reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]) \
+            .transpose(-1, -min(w.ndim, 2)) if w.ndim > 1 else w.cast(dtype)
         return (x * w).sum(-1)
-
-    def _dot_panels(self, w: Tensor) -> Tensor:
-        """self @ w for a row-major w whose rows lie far apart (where schedule.packs_panels says so): read down its
-        columns, w would jump a row per step, and rows a page apart compete for the same cache sets. So w is first
-        copied into panels of PANEL columns, each contiguous in memory (BLAS libraries call this packing), and the
-        product is computed panel by panel."""
-        k, n = w.shape
-        panels = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
-        return (self.reshape(*self.shape[:-1], 1, k, 1) * panels).sum(-2).reshape(*self.shape[:-1], n)
 
     def matmul(self, x: Tensor, reverse=False) -> Tensor: return x.dot(self) if reverse else self.dot(x)  # noqa: E704
 
