@@ -12,6 +12,8 @@ BIG_REDUCE = 1 << 26        # output elements x reduce length (a 512^3 matmul is
 MEDIUM_REDUCE = 1 << 20
 SHORT_LOOP_VECTORS = 4      # an innermost reduce loop this many vectors long or shorter counts as short
 NEAR_ROWS_BYTES = 4096      # strided loads whose rows are closer than a page can keep them in cache (see order)
+FAR_BIGGER_BYTES = 1 << 23  # an operand this big is far bigger than a core's cache (see _read_biggest_once)
+FAR_BIGGER_THAN_OUTPUT = 4   # ... and this many times bigger than the kernel's output
 
 
 def _lane_unroll(nested: bool, loads, lanes: int) -> int:
@@ -34,6 +36,27 @@ def _short_row_unroll(nested: bool, loads, lanes: int) -> int:
         return 1
     length = max(length for _, length in moving)
     return length if 1 < length < 2 * lanes and length % lanes else 1
+
+
+def _read_biggest_once(value: UOp, nested: bool, loads) -> tuple[int, ...] | None:
+    """The order of a product-sum over one axis (a matmul) one of whose operands is FAR_BIGGER_BYTES or more and
+    FAR_BIGGER_THAN_OUTPUT times the output (a fully connected layer's 512 x 16384 weight, 32 MB): the output axes
+    along which that operand moves go slowest, so the tiles reading one part of it come one after another and it is
+    read from memory once; the smaller operand is read again for each part, from cache. In the output's order every
+    row of tiles would read all of the big one again (2x slower: the seed's CNN's r_64_512_1 and r_64_1_16384). An
+    output not far smaller keeps its order: its stores would scatter (a convolution's input gradient, 7 MB from
+    8 MB: 15% slower)."""
+    big = max(loads, key=lambda load: _bytes_read(value, load), default=None)
+    if nested or big is None or _bytes_read(value, big) < max(FAR_BIGGER_BYTES, FAR_BIGGER_THAN_OUTPUT *
+                                                              prod(value.shape) * value.dtype.itemsize):
+        return None
+    return tuple(sorted(range(len(value.shape)), key=lambda i: (big[0][i] == 0, i)))
+
+
+def _bytes_read(value: UOp, load) -> int:
+    """How much of its buffer a load reads, roughly (the innermost reduce loop the only one counted)."""
+    axes, step, length = load
+    return prod(value.shape[i] for i, s in axes.items() if s) * (length if step else 1) * value.dtype.itemsize
 
 
 def simd_opts(value: UOp, renderer) -> KernelOpts:
@@ -75,13 +98,14 @@ def simd_opts(value: UOp, renderer) -> KernelOpts:
     broadcast = [i for i in range(len(shape)) if shape[i] > 1 and any(axes[i] == 0 for axes in moving) and
                  any(axes[i] for axes in moving)]
     nested = len(reduce.arg[1]) >= 2          # the innermost reduce loop runs inside other reduce loops
+    once = _read_biggest_once(value, nested, loads)
     if not strided:
         unroll = _lane_unroll(nested, loads, lanes) if size else 1
         budget //= unroll
         # the innermost two that a tile fits (a 3x3 kernel's axes would take no tile and block the others)
         for axis in [i for i in broadcast if fitting(i, (4, 2))][-2:] if size else ():
             try_upcast(axis, (4, 2))
-        return KernelOpts(tuple(sorted(upcast.items())), unroll=unroll)
+        return KernelOpts(tuple(sorted(upcast.items())), unroll=unroll, order=_plain(once))
     contiguous = [i for i in range(len(shape)) if all(axes[i] in (0, 1) for axes in strided) and
                   any(axes[i] == 1 for axes in strided)]
     if not contiguous and all(step == 1 for _, step, _ in loads if step):
@@ -104,13 +128,23 @@ def simd_opts(value: UOp, renderer) -> KernelOpts:
             fits = [i for i in reused if fitting(i, rows)]     # e.g. not a 3x3 kernel's axis
             if fits:
                 try_upcast(fits[-1], rows)
-    order = ()
+    order = once or ()
     if not upcast and (rows := _short_row_unroll(nested, loads, lanes)) > 1:
         return KernelOpts(unroll=rows)
-    if size == 2 and max(abs(step) for _, step, _ in loads) * value.dtype.itemsize < NEAR_ROWS_BYTES:
+    stores_most = not nested and prod(shape) * value.dtype.itemsize >= \
+        FAR_BIGGER_THAN_OUTPUT * max(_bytes_read(value, load) for load in loads)
+    if not once and not stores_most and size == 2 and \
+            max(abs(step) for _, step, _ in loads) * value.dtype.itemsize < NEAR_ROWS_BYTES:
         # neighbouring parallel indices (a thread's slice) read the same rows of the strided loads while those are
         # in cache: the axes along which they move, other than in the register tile, go slowest. (Rows a page or
-        # more apart can't stay in cache, they compete for the same cache sets: there the output's order does better)
+        # more apart can't stay in cache, they compete for the same cache sets: there the output's order does better.
+        # So does an output FAR_BIGGER_THAN_OUTPUT times what each load reads: its stores would scatter, e.g. the
+        # seed's CNN's r_64_64_3_3_16_16, a convolution's 38 MB input gradient from 8 MB, 1.3x faster in its order)
         order = tuple(sorted(range(len(shape)), key=lambda i: (i in upcast or all(axes[i] == 0 for axes in strided),
                                                                i)))
-    return KernelOpts(tuple(sorted(upcast.items())), order=() if order == tuple(range(len(shape))) else order)
+    return KernelOpts(tuple(sorted(upcast.items())), order=_plain(order))
+
+
+def _plain(order: tuple[int, ...] | None) -> tuple[int, ...]:
+    """() for the output's own order (or none chosen): the default, and how the kernel pins spell it."""
+    return () if not order or order == tuple(range(len(order))) else order

@@ -1,0 +1,86 @@
+"""The CPU backend's choices for reduce kernels, pinned on shapes they are for: the order of a matmul's tiles
+(opts.py: _read_biggest_once and the strided-load order), and the machine code of a sum unrolled into vector lanes
+(renderer.py: `nuw` index arithmetic). Each result is checked against numpy too."""
+import numpy as np
+import pytest
+from tinygrad_core import Tensor, Device
+from tinygrad_core.codegen.opts import choose_opts
+from tinygrad_core.engine.realize import CompiledRunner
+
+pytestmark = pytest.mark.skipif(Device.DEFAULT != "CPU", reason="the CPU backend's heuristics")
+rng = np.random.default_rng(15)
+
+
+def opts_of(out: Tensor):
+    return choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer)
+
+
+def test_a_fully_connected_layers_big_weight_is_read_once():
+    # x (64, 16384) @ w.T, w (512, 16384) is 32 MB: the tiles reading one block of w's rows come one after another
+    x = rng.standard_normal((64, 16384), dtype=np.float32)
+    w = rng.standard_normal((512, 16384), dtype=np.float32)
+    out = Tensor(x) @ Tensor(w).T
+    assert opts_of(out).order[0] == 1                  # the output's columns (w's rows) slowest
+    np.testing.assert_allclose(out.numpy(), x @ w.T, rtol=1e-4, atol=1e-2)
+
+
+def test_the_input_gradient_through_a_big_weight_reads_it_once():
+    # the gradient of x above, g (64, 512) @ w: w read down its columns (unpacked), one block of them at a time
+    x, w = Tensor(np.zeros((64, 16384), np.float32), requires_grad=True), rng.standard_normal((512, 16384),
+                                                                                              dtype=np.float32)
+    g = rng.standard_normal((64, 512), dtype=np.float32)
+    ((x @ Tensor(w).T) * Tensor(g)).sum().backward()
+    opts = opts_of(x.grad)
+    assert opts.order and opts.order[0] != 0           # not the output's order: an axis w moves along goes first
+    np.testing.assert_allclose(x.grad.numpy(), g @ w, rtol=1e-4, atol=1e-3)
+
+
+def test_square_matmuls_and_small_operands_keep_their_order():
+    # an operand no bigger than the output (1024^2 panels: their own order rule) or small (the MLP's 784 x 128)
+    a, b = Tensor(rng.standard_normal((1024, 1024), dtype=np.float32)), Tensor(rng.standard_normal((1024, 1024),
+                                                                                                   dtype=np.float32))
+    assert opts_of(a @ b).order == (1, 0, 2, 3)
+    x, w = Tensor(rng.standard_normal((128, 784), dtype=np.float32)), Tensor(rng.standard_normal((128, 784),
+                                                                                                 dtype=np.float32))
+    assert opts_of(x @ w.T).order == ()
+
+
+def test_a_product_far_bigger_than_its_inputs_stores_in_its_own_order():
+    # a 3x3 convolution's input gradient as im2col rows: (64, 64, 3, 3, 16, 16) floats (38 MB) from g (8 MB)
+    g = Tensor(rng.standard_normal((64, 128, 16, 16), dtype=np.float32))
+    w = Tensor(rng.standard_normal((128, 64 * 9), dtype=np.float32))
+    rows = g.permute(0, 2, 3, 1).reshape(64 * 256, 128) @ w
+    out = rows.reshape(64, 16, 16, 64, 3, 3).permute(0, 3, 4, 5, 1, 2)
+    assert opts_of(out).order == ()
+
+
+def sums_over_rows_of_16(n: int):
+    """A batchnorm's backward sum: per channel, over batch and 16x16 maps, of g * (x + a - b) * c (a, b, c per channel)"""
+    x, g = (rng.standard_normal((n, 64, 16, 16), dtype=np.float32) for _ in range(2))
+    a, b, c = (rng.standard_normal((1, 64, 1, 1), dtype=np.float32) for _ in range(3))
+    out = (Tensor(g) * ((Tensor(x) + Tensor(a) - Tensor(b)) * Tensor(c))).sum((0, 2, 3), keepdim=True)
+    return out, (g * ((x + a - b) * c)).sum((0, 2, 3), keepdims=True, dtype=np.float64)
+
+
+def test_lanes_of_an_unrolled_sum_are_loaded_as_vectors():
+    # without `nuw` on the index arithmetic LLVM gathered the 16 lanes one by one (7x slower on the seed's CNN)
+    out, _ = sums_over_rows_of_16(64)
+    item = out.schedule()[-1]
+    runner = CompiledRunner("CPU", item.ast)
+    assert runner.opts.unroll == 16
+    assembly = Device["CPU"].compiler.disassemble(runner.src)
+    assert "gather" not in assembly
+
+
+def test_an_unrolled_sum_matches_numpy():
+    out, want = sums_over_rows_of_16(8)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-3)
+
+
+def test_index_arithmetic_with_negative_offsets_inside_loops_is_right():
+    # a padded convolution reads x at negative offsets (masked): those adds must not be marked as never wrapping
+    x = rng.standard_normal((2, 3, 9, 9), dtype=np.float32)
+    w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+    out = Tensor(x).conv2d(Tensor(w), padding=2).numpy()
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2))), (3, 3), (2, 3))
+    np.testing.assert_allclose(out, np.einsum("bchwij,ocij->bohw", windows, w), rtol=1e-5, atol=1e-5)
