@@ -309,3 +309,33 @@ def test_a_replay_launches_its_kernels_straight_and_counts_them_as_a_run_does(mo
     assert launched == []
     assert (GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem) == \
         tuple(3 * c for c in counted)                       # three replays count as three runs do
+
+
+def test_a_replay_costs_a_few_python_calls_per_kernel():
+    # what a replay does per kernel, not per tensor it renews: the calls of chains of 4 and 24 kernels (each step
+    # realized on its own, all on two buffers the plan shares) differ by the launches of 20 kernels. Counted, not
+    # timed: other work on the machine doesn't change a count (a replay took 16 calls a kernel, now 6)
+    import cProfile
+    import pstats
+
+    def chain(n: int):
+        def f(x):
+            for _ in range(n):
+                x = (x * 1.5 + 1).contiguous().realize()
+            return x
+        return f
+
+    def calls_per_replay(n: int) -> float:
+        f, x = TinyJit(chain(n)), Tensor(np.ones(64, np.float32), device="CPU").realize()     # (its launch code)
+        for _ in range(3):
+            f(x)
+        with cProfile.Profile() as profile:
+            for _ in range(5):
+                out = f(x)
+        expected = np.ones(64, np.float32)
+        for _ in range(n):
+            expected = expected * np.float32(1.5) + np.float32(1)
+        assert_close(out.numpy(), expected)         # (the replays read x, never their own output)
+        return pstats.Stats(profile).total_calls / 5
+    per_kernel = (calls_per_replay(24) - calls_per_replay(4)) / 20
+    assert per_kernel <= 8, per_kernel

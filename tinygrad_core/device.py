@@ -2,12 +2,13 @@
 
 The core reaches hardware only through these classes; which ones exist is decided by plugins.py at runtime."""
 from __future__ import annotations
+import functools
 import os
 from typing import Any
 import numpy as np
 from tinygrad_core.cache import entry_path, package_digest, read_entry, write_entry
 from tinygrad_core.dtype import DType, dtypes
-from tinygrad_core.helpers import GlobalCounters, getenv
+from tinygrad_core.helpers import ContextVar, GlobalCounters, getenv
 from tinygrad_core.plugins import registry, Backend
 
 
@@ -82,6 +83,7 @@ class Allocator:
 
 
 FLUSH_BYTES = 1 << 20
+LRU = ContextVar("LRU", 1)      # 0: freed memory goes back to the device at once instead of to the cache
 
 
 class LRUAllocator(Allocator):
@@ -104,7 +106,7 @@ class LRUAllocator(Allocator):
             return super().alloc(size, options)
 
     def free(self, opaque, size: int, options=None):
-        if getenv("LRU", 1):
+        if LRU.value:
             self.in_use -= size
             self.cache.setdefault((max(size, 1), options), []).append(opaque)
         else:
@@ -182,7 +184,7 @@ class Buffer:
     shared memory stays with the array."""
 
     def __init__(self, device: str, size: int, dtype: DType, initial: np.ndarray | None = None):
-        self.device, self.size, self.dtype = device, size, dtype
+        self.device, self.size, self.dtype, self.nbytes = device, size, dtype, size * dtype.itemsize
         self._opaque, self._shared = None, False
         if initial is not None:
             self.copyin(initial)
@@ -204,22 +206,12 @@ class Buffer:
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} x {self.dtype.name}{'' if self.is_allocated else ' unallocated'}>"
 
-    # Buffers are identified by object, not value
-    __hash__ = object.__hash__
-
-    def __eq__(self, other):
-        return self is other
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
     @property
     def is_allocated(self) -> bool:
         return self._opaque is not None
 
-    @property
-    def allocator(self) -> Allocator:
+    @functools.cached_property
+    def allocator(self) -> Allocator:      # (the one that allocated the memory takes it back)
         return Device[self.device].allocator
 
     def ensure_allocated(self) -> Buffer:
@@ -230,7 +222,7 @@ class Buffer:
 
     @property
     def opaque(self):
-        return self.ensure_allocated()._opaque
+        return self._opaque if self._opaque is not None else self.ensure_allocated()._opaque
 
     def __del__(self):
         try:

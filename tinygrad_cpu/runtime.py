@@ -9,6 +9,7 @@ import os
 import statistics
 import threading
 import time
+import weakref
 import numpy as np
 import llvmlite.binding as llvm
 from tinygrad_core.device import LRUAllocator, Program
@@ -20,11 +21,14 @@ ALIGNMENT = 64          # a cache line, and the width of an AVX-512 register
 # allocation keeps this much slack past its end: even an empty view at the very end stays readable.
 SLACK = 64
 THREADS = ContextVar("TINYGRAD_CPU_THREADS", 0)    # threads a kernel may use; 0: every CPU this process may run on
-# A kernel is split only after this many launches of its size have been timed on one thread; then each thread's share
-# must take SHARE_OVER_WAKE times what waking the other threads costs (the split then wins by at least that cost even
-# when a wake-up takes twice as long as measured, as it does when other work keeps the CPUs busy).
+# A kernel is tried split only after this many launches of its size have been timed on one thread, and only if each
+# thread's share would take SHARE_OVER_WAKE times what waking the other threads costs; this many split launches are
+# then timed, and the split is kept only if it beat one thread (CPUProgram.slices).
 PROBES = 3
 SHARE_OVER_WAKE = 2
+# Plans are made again after this many launches (of all kernels): the load on the machine when they were made, which
+# decides whether a split wins, may have passed.
+RECHECK = 8192
 # what the wake-up cost is measured on: a kernel that does nothing
 _EMPTY_KERNEL = ('; tinygrad_cpu work_per_index=1 buffers=0 vars=0\n'
                  'define void @"tinygrad_cpu_empty"(i64 %start, i64 %end) nounwind {\nentry:\n  ret void\n}\n')
@@ -115,6 +119,15 @@ class _Launcher:
     _workers: list[_Worker] = []
     _wake_cost: float | None = None
     _library_ids = itertools.count()
+    _programs: weakref.WeakSet = weakref.WeakSet()
+    launches = 0
+
+    @classmethod
+    def recheck(cls):
+        """Every program times its launches again, against a wake-up measured again."""
+        cls._wake_cost = None
+        for program in list(cls._programs):
+            program.one_thread, program.split_s, program.plans = {}, {}, {}
 
     @classmethod
     def jit(cls):
@@ -152,8 +165,8 @@ class _Launcher:
 
     @classmethod
     def wake_cost(cls) -> float:
-        """Seconds a launch split over every thread takes beyond one on this thread alone: measured once, on a
-        kernel that does nothing (median of a few dozen launches each way)."""
+        """Seconds a launch split over every thread takes beyond one on this thread alone: measured once (again at
+        each recheck), on a kernel that does nothing (median of a few dozen launches each way)."""
         if cls._wake_cost is None:
             empty = CPUProgram("empty", LLVMCompiler().compile(_EMPTY_KERNEL))
             split = [(i, i + 1) for i in range(thread_count())]
@@ -180,33 +193,53 @@ class CPUProgram(Program):
         self.tracker = builder.link(_Launcher.jit(), f"kernel{next(_Launcher._library_ids)}")
         argtypes = [ctypes.c_void_p] * meta["buffers"] + [ctypes.c_int32] * meta["vars"] + [ctypes.c_int64] * 2
         self.function = ctypes.CFUNCTYPE(None, *argtypes)(self.tracker[meta["symbol"]])
-        self.one_thread: dict[int, list[float]] = {}   # size -> seconds of its first launches, on one thread
-        self.plans: dict[tuple, list[tuple[int, int]]] = {}   # (size, threads, wake cost) -> slices
+        self.one_thread: dict[int, list[float]] = {}   # size -> seconds of its first launches on one thread (CPU time)
+        self.split_s: dict[int, list[float]] = {}      # size -> seconds of its next launches, split (wall time)
+        self.plans: dict[tuple, list[tuple[int, int]]] = {}   # (size, TINYGRAD_CPU_THREADS, wake cost) -> slices
+        _Launcher._programs.add(self)
 
     def slices(self, size: int) -> list[tuple[int, int]]:
-        """How [0, size) is split among threads: one slice until PROBES launches of this size were timed, then as
-        many equal slices as keep each one SHARE_OVER_WAKE times as long as the wake-up."""
-        threads = thread_count()
-        if (plan := self.plans.get((size, threads, _Launcher._wake_cost))) is not None:   # (once timed: one look-up)
+        """How [0, size) is split among threads at this launch. A size's first PROBES launches run on one thread; then,
+        if each of n threads' share would take SHARE_OVER_WAKE times the wake-up, its next PROBES are split n ways, and
+        the split is kept only if its fastest launch beat the fastest on one thread: a split also pays for what the
+        wake-up, measured on an empty kernel at one moment, misses (the data in this CPU's cache, a CPU other work
+        holds, a wake-up slower than measured)."""
+        if (plan := self.plans.get((size, THREADS.value, _Launcher._wake_cost))) is not None:   # (decided: a look-up)
             return plan
-        timed = self.one_thread.get(size, ())
-        if threads == 1 or len(timed) < PROBES:
+        threads, alone = thread_count(), self.one_thread.get(size, ())
+        if threads > 1 and len(alone) < PROBES:
             return [(0, size)]
-        wake = _Launcher.wake_cost()
-        count = int(min(threads, size, max(1.0, min(timed) / (SHARE_OVER_WAKE * wake))))
+        count = 1 if threads == 1 else \
+            int(min(threads, size, max(1.0, min(alone) / (SHARE_OVER_WAKE * _Launcher.wake_cost()))))
         step = ceildiv(size, count)
-        plan = self.plans[size, threads, wake] = [(start, min(start + step, size)) for start in range(0, size, step)]
+        split = [(start, min(start + step, size)) for start in range(0, size, step)]
+        if count > 1 and len(tried := self.split_s.get(size, ())) < PROBES:
+            return split
+        plan = split if count == 1 or min(tried) < min(alone) else [(0, size)]
+        self.plans[size, THREADS.value, _Launcher._wake_cost] = plan
         return plan
 
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False):
-        started = time.perf_counter()
+        started = time.perf_counter() if wait else 0.0
         args = [*[b.address for b in bufs], *vals]
         size = global_size[0] * global_size[1] * global_size[2]
-        if len(slices := self.slices(size)) == 1 or not _Launcher.split(self.function, args, slices):
-            if len(timed := self.one_thread.get(size, ())) >= PROBES:
-                self.function(*args, 0, size)
-            else:       # (this thread's CPU time: on a busy machine, the time it waited for a CPU isn't work)
-                cpu = time.thread_time()
-                self.function(*args, 0, size)
-                self.one_thread[size] = [*timed, time.thread_time() - cpu]
+        _Launcher.launches += 1
+        if _Launcher.launches % RECHECK == 0:
+            _Launcher.recheck()
+        if (plan := self.plans.get((size, THREADS.value, _Launcher._wake_cost))) is None:
+            self._timed_launch(args, size)
+        elif len(plan) == 1 or not _Launcher.split(self.function, args, plan):
+            self.function(*args, 0, size)
         return time.perf_counter() - started if wait else None
+
+    def _timed_launch(self, args: list, size: int):
+        """A launch while its size's plan is being decided (slices): a split timed in wall time (its waits for the
+        other CPUs are its cost), one thread in its CPU time (on a busy machine a wait for a CPU is not work)."""
+        if len(plan := self.slices(size)) > 1:
+            started = time.perf_counter()
+            if _Launcher.split(self.function, args, plan):
+                self.split_s.setdefault(size, []).append(time.perf_counter() - started)
+                return
+        cpu = time.thread_time()
+        self.function(*args, 0, size)
+        self.one_thread.setdefault(size, []).append(time.thread_time() - cpu)

@@ -55,8 +55,7 @@ def _map_tensors(ret, fn):
 
 
 def _tensors_out(ret) -> list:
-    found: list = []
-    _map_tensors(ret, found.append)
+    _map_tensors(ret, (found := []).append)
     return found
 
 
@@ -70,13 +69,14 @@ def _renew(views: list, written: set, values: dict, moved: dict = {}):
     """Point each (tensor, the plain view holding its value) that views a buffer in written at a new version of it,
     as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by schedule.realized with a value
     from before the write. A buffer in moved is replaced by the leaf given there."""
-    views = part_views(views)           # (a sharded tensor's view: one per part, each on a buffer)
+    # (a sharded tensor's view: one per part, each on a buffer)
+    leaves = [(t, view, leaf) for t, view in part_views(views) if (leaf := _leaf(view)) is not None]
     # one past the newest version any of them holds (in version order, so the newest is written last)
-    leaves = sorted((leaf for _, view in views if (leaf := _leaf(view)) is not None), key=lambda u: u.arg[1])
-    latest = {leaf.arg[0]: leaf.arg[1] + 1 for leaf in leaves if leaf.arg[0] in written}
+    latest = {leaf.arg[0]: leaf.arg[1] + 1 for *_, leaf in sorted(leaves, key=lambda v: v[2].arg[1])
+              if leaf.arg[0] in written}
     new = moved | {buf: buffer_uop(buf, version) for buf, version in latest.items()}     # (one node per buffer)
-    for t, view in views:
-        if (leaf := _leaf(view)) is not None and (renewed := new.get(leaf.arg[0])) is not None:
+    for t, view, leaf in leaves:
+        if (renewed := new.get(leaf.arg[0])) is not None:
             t.uop = renewed if view is leaf else renewed.reshape(sym.rebind(view.arg, values) if values else view.arg)
 
 
@@ -84,22 +84,23 @@ def _views(tensors) -> list:
     return [(t, realized.get(t.uop, t.uop)) for t in tensors]
 
 
-def _launcher(runner, bufs: list, var_vals: dict):
-    """What a replay calls (with the call's Variable values) to run one recorded kernel on bufs (the recording's list,
-    whose input slots each call fills): a kernel without Variables goes to its program with its sizes worked out once
-    (what realize.launch counts is counted per replay), anything else through realize.launch."""
+def _launcher(runner, bufs: list, var_vals: dict, args: list[int]):
+    """What a replay calls, with the memory of Capture.buffers and the call's Variable values, to run one recorded
+    kernel on bufs (the recording's list, whose input slots each call fills; args: their places in Capture.buffers):
+    a kernel without Variables goes to its program with its sizes worked out once (what realize.launch counts is
+    counted per replay), anything else through realize.launch."""
     if not isinstance(runner, realize.CompiledRunner) or var_vals:
-        return lambda values: realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
+        return lambda memory, values: realize.launch(runner, bufs, {**var_vals, **values} if values else var_vals)
     program, sizes = runner.program, {"global_size": runner.global_size, "local_size": runner.local_size}
-    # (a planned buffer gets its memory back here; one written while it shares an array's gets memory of its own)
-    return lambda values: program(bufs[0].prepare_write().opaque, *[b.opaque for b in bufs[1:]], **sizes)
+    return lambda memory, values: program(*[memory[i] for i in args], **sizes)
 
 
 def plan_memory(recording: list, inputs: set):
     """Buffers only the recording's compiled kernels use (written before they are read, no live tensor's graph
-    reaching them; a copy or a host-side runner reads a buffer whole, at its own size) share memory: each takes the memory of earlier ones whose last kernel ran before its first
-    (the smallest that is large enough, else the largest, which then grows), as tinygrad's memory planner does.
-    Returns the shared buffers, their memory given back: their values are dead between replays."""
+    reaching them; a copy or a host-side runner reads a buffer whole, at its own size) share memory: each takes the
+    memory of earlier ones whose last kernel ran before its first (the smallest that is large enough, else the
+    largest, which then grows), as tinygrad's memory planner does. Returns the shared buffers, their memory given
+    back: their values are dead between replays."""
     nodes = realize.reachable(t.uop for t in list(Tensor._live.values()))
     live = {r.base.arg[0] for u in nodes if (r := realized.get(u, u)).base.op is Ops.BUFFER} | inputs | \
         {buf for runner, bufs, _ in recording if not isinstance(runner, realize.CompiledRunner) for buf in bufs}
@@ -137,6 +138,8 @@ class Capture:
     written: set                # buffers the kernels write, other than the inputs
     viewers: weakref.WeakSet    # the tensors on those buffers (weights, optimizer state, gradients, outputs)
     planned: list               # buffers only the kernels use (plan_memory), given back after each replay
+    # (every buffer the kernels use, once, the ones they write first; how many they write; (place, input index))
+    buffers: tuple
     launches: list              # per kernel, what runs it (_launcher)
     counts: list                # what the kernels run straight add to GlobalCounters' kernel_count, ops, mem
 
@@ -170,7 +173,7 @@ class TinyJit:
                                       for t, b in zip(inputs, buffers))
         self.calls += 1
         if (capture := self.captures.get(signature)) is not None:
-            return self._replay(capture, inputs, values)
+            return self._replay(capture, inputs, buffers, values)
         if self.calls == 1:
             ret = self.fn(*args, **kwargs)
             Tensor.realize_all(*_tensors_out(ret))
@@ -207,30 +210,38 @@ class TinyJit:
         # (the kernels _launcher runs straight: realize.launch counts the others itself)
         straight = [r for r, _, var_vals in recording if isinstance(r, realize.CompiledRunner) and not var_vals]
         counts = [len(straight), sum(r.flops for r in straight), sum(r.mem_estimate for r in straight)]
-        self.captures[signature] = Capture(recording, slots, ret, randoms, input_buffers, outputs, returned_inputs,
-                                           written, viewers, planned, [_launcher(*k) for k in recording], counts)
+        writes = list(dict.fromkeys(bufs[0] for _, bufs, _ in recording))
+        place = {b: i for i, b in enumerate(dict.fromkeys(writes + [b for _, bufs, _ in recording for b in bufs]))}
+        self.captures[signature] = Capture(
+            recording, slots, ret, randoms, input_buffers, outputs, returned_inputs, written, viewers, planned,
+            (list(place), len(writes), [(place[b], k) for b, k in input_buffers.items() if b in place]),
+            [_launcher(*k, [place[b] for b in k[1]]) for k in recording], counts)
         if DEBUG >= 1:
             print(f"TinyJit captured {len(recording)} kernels of {getattr(self.fn, '__name__', 'fn')}")
         return ret
 
-    def _replay(self, capture: Capture, inputs, values: dict[str, int]):
+    def _replay(self, capture: Capture, inputs, given: list, values: dict[str, int]):
         # an input the kernels write (an output fed back in) would be overwritten while it is read: use a copy
-        new_buffers = [buffer_of((t.clone().realize() if buffer_of(t.uop) in capture.written else t).uop)
-                       for t in inputs]
+        new_buffers = [buffer_of(t.clone().realize().uop) if b in capture.written else b for t, b in zip(inputs, given)]
         for buf, count in capture.random_slots:
             Tensor._refill_offset(buf, count)
         for i, j, k in capture.input_slots:
             capture.kernels[i][1][j] = new_buffers[k]
+        buffers, n, places = capture.buffers
+        for i, k in places:
+            buffers[i] = new_buffers[k]
+        # the memory of every buffer, taken once: a planned buffer gets its memory back, and one the kernels write
+        # while it shares an array's gets memory of its own (before any kernel runs, so all read that one)
+        memory = [b.prepare_write().opaque for b in buffers[:n]] + [b.opaque for b in buffers[n:]]
         for launch in capture.launches:
-            launch(values)
+            launch(memory, values)
         for name, count in zip(("kernel_count", "global_ops", "global_mem"), capture.counts):
             setattr(GlobalCounters, name, getattr(GlobalCounters, name) + count)
         for buf in capture.planned:     # (another TinyJit, an eval after a training step, can use the memory)
             buf.deallocate()
         # every tensor on a buffer just written (outputs, weights an optimizer updated, an input written in place)
         # shows as a freshly computed one
-        _renew(_views([*capture.viewers, *inputs]) + capture.outputs, {bufs[0] for _, bufs, _ in capture.kernels},
-               values)
+        _renew(_views([*capture.viewers, *inputs]) + capture.outputs, set(buffers[:n]), values)
         moved = {b: _leaf(realized.get(inputs[k].uop, inputs[k].uop)) for b, k in capture.input_buffers.items()}
         _renew(capture.outputs, set(), values, moved)       # outputs that are views of an input follow the new one
         return _map_tensors(capture.ret, lambda t: inputs[capture.returned_inputs[id(t)]]

@@ -136,9 +136,8 @@ def runner_for(item: ScheduleItem):
 
 
 def launch(runner, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
-    """Run one kernel (or copy) on its buffers and count it: the one place work is launched, replayed or not."""
-    for buf in bufs:
-        buf.ensure_allocated()
+    """Run one kernel (or copy) on its buffers and count it: the one place work is launched, replayed or not. (A
+    buffer without memory gets it when the runner takes its opaque.)"""
     bufs[0].prepare_write()          # (the one buffer a kernel or copy writes)
     seconds = runner(bufs, var_vals, wait=wait)
     if isinstance(runner, CompiledRunner):
