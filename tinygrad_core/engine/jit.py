@@ -95,6 +95,22 @@ def _launcher(runner, bufs: list, var_vals: dict, args: list[int]):
     return lambda memory, values: program(*[memory[i] for i in args], **sizes)
 
 
+def drop_unseen(recording: list, inputs: list, ret) -> list:
+    """The recording without the kernels whose results no one can read after a replay. backward() fills .grad for
+    every float tensor of the graph, the batch passed in too, and computes it before the step overwrites the weights
+    it reads; a replay's inputs are other tensors, which get no .grad. So the kernels only the capture's input
+    gradients read (an MLP's x.grad: a third of its step's matmul work) would compute what no one sees."""
+    grads = {id(t.grad) for t in inputs if t.grad is not None} - {id(t) for t in _tensors_out(ret)}
+    nodes = realize.reachable(t.uop for t in list(Tensor._live.values()) if id(t) not in grads)
+    needed = {r.base.arg[0] for u in nodes if (r := realized.get(u, u)).base.op is Ops.BUFFER}
+    kept = []
+    for kernel in reversed(recording):      # (a kernel that is kept needs what it reads)
+        if kernel[1][0] in needed or not isinstance(kernel[0], realize.CompiledRunner):
+            kept.append(kernel)
+            needed.update(kernel[1])
+    return kept[::-1]
+
+
 def plan_memory(recording: list, inputs: set):
     """Buffers only the recording's compiled kernels use (written before they are read, no live tensor's graph
     reaching them; a copy or a host-side runner reads a buffer whole, at its own size) share memory: each takes the
@@ -191,11 +207,15 @@ class TinyJit:
         # read it). Tensors keeping a graph for backward() keep it
         plain = [(t, t.uop) for t in list(Tensor._live.values()) if any(map(_leaf, parts_of(t.uop)))]
         _renew(plain, {_leaf(p).arg[0] for _, view in plain for p in parts_of(view) if _leaf(p)}, {})
+        existing = list(Tensor._live.values())
         with realize.recorder as recording:
             ret = self.fn(*args, **kwargs)
-            Tensor.realize_all(*_tensors_out(ret))
+            # a tensor the call changed and left lazy (w.assign(...) not realized) is changed by every replay too
+            Tensor.realize_all(*_tensors_out(ret), *[t for t in existing if buffer_of(t.uop) is None and t.numel()
+                                                     and not any(map(is_symbolic, t.shape))])
         for t in _tensors_out(ret):     # (a replay's outputs have no graph either: the activations under it can go)
             t.uop = realized_view(t.uop) or t.uop
+        recording[:] = drop_unseen(recording, inputs, ret)
         input_buffers = {buffer_of(t.uop): k for k, t in enumerate(inputs)}
         planned = plan_memory(recording, set(input_buffers))
         slots = [(i, j, input_buffers[b]) for i, (_, bufs, _) in enumerate(recording) for j, b in enumerate(bufs)
