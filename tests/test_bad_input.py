@@ -106,3 +106,35 @@ def test_reading_values_inside_a_jit_capture_raises():
 def test_layers_with_no_inputs_build_as_in_pytorch():
     layer = nn.Linear(0, 2)      # (PyTorch: weight (2, 0), bias bound 0, so the output is the zero bias)
     assert layer.weight.shape == (2, 0) and layer(Tensor.ones(3, 0)).tolist() == [[0.0, 0.0]] * 3
+
+
+# found by probing ~110 more inputs a user plausibly gets wrong: each gave a number, or failed inside LLVM
+MORE_CASES = [
+    (TypeError, r"bitwise ops are for integers: got dtypes.float", lambda: Tensor.ones(2).bitwise_and(Tensor.ones(2))),
+    (TypeError, r"bitwise ops are for integers", lambda: Tensor.ones(2) ^ Tensor.ones(2)),
+    (TypeError, r"bitwise ops are for integers", lambda: Tensor.ones(2) | 1),
+    (TypeError, r"bitwise ops are for integers", lambda: Tensor.ones(2).bitwise_not()),
+    (TypeError, r"bitwise ops are for integers", lambda: Tensor([1, 2]) & 1.5),
+    (ValueError, r"dropout probability .*1.5", lambda: Tensor.ones(2, 3).dropout(1.5)),
+    (ValueError, r"dropout probability .*-0.1", lambda: Tensor.ones(2, 3).dropout(-0.1)),
+    (ValueError, r"negative size.*\(-1, -1\)", lambda: Tensor.eye(-1)),
+    (ValueError, r"negative size.*\(3, -2\)", lambda: Tensor.eye(3, -2)),
+    (RuntimeError, r"normal needs std >= 0, got std=-1.0", lambda: Tensor.normal(2, 3, std=-1.0)),
+    (RuntimeError, r"uniform needs low <= high, got low=2.0, high=1.0", lambda: Tensor.uniform(3, low=2.0, high=1.0)),
+    (RuntimeError, r"repeat_interleave .*-1", lambda: Tensor.ones(3).repeat_interleave(-1)),
+    (RuntimeError, r"repeat_interleave .*1.5", lambda: Tensor.ones(3).repeat_interleave(1.5)),
+]
+
+
+@pytest.mark.parametrize("error,message,build", MORE_CASES, ids=[c[1][:30] for c in MORE_CASES])
+def test_more_bad_input_raises_when_built(error, message, build):
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_the_valid_neighbours_of_those_still_work():
+    assert (Tensor([True, False]) & True).tolist() == [True, False] and (Tensor([3, 5]) ^ 1).tolist() == [2, 4]
+    assert Tensor([3]).bitwise_not().tolist() == [-4] and Tensor([True]).bitwise_not().tolist() == [False]
+    assert Tensor.ones(2).dropout(1.0).tolist() == [1.0, 1.0]      # (outside training: as torch, the input)
+    assert Tensor.eye(0).shape == (0, 0) and Tensor.ones(3).repeat_interleave(0).shape == (0,)
+    assert Tensor.uniform(2, low=1.0, high=1.0).tolist() == [1.0, 1.0] and Tensor.normal(2, std=0.0).tolist() == [0, 0]

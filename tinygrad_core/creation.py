@@ -87,7 +87,7 @@ class CreationOps:
 
     @classmethod
     def eye(cls, n: int, m: int | None = None, device=None, dtype=None, **kwargs) -> Tensor:
-        m = n if m is None else m
+        n, m = _checked_shape((n, n if m is None else m))
         rows = cls.arange(n, device=device).reshape(n, 1)
         cols = cls.arange(m, device=device).reshape(1, m)
         return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
@@ -212,12 +212,16 @@ class CreationOps:
     @classmethod
     def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, **kwargs) -> Tensor:
         requires_grad = kwargs.pop("requires_grad", None)
+        if low > high:
+            raise RuntimeError(f"uniform needs low <= high, got low={low}, high={high}")
         out = (cls.rand(*shape, **kwargs) * (high - low) + low).cast(to_dtype(dtype or dtypes.default_float))
         return out.requires_grad_(requires_grad)
 
     @classmethod
     def normal(cls, *shape, mean=0.0, std=1.0, **kwargs) -> Tensor:
         requires_grad = kwargs.pop("requires_grad", None)
+        if std < 0:
+            raise RuntimeError(f"normal needs std >= 0, got std={std}")
         return (cls.randn(*shape, **kwargs) * std + mean).requires_grad_(requires_grad)
 
     @classmethod

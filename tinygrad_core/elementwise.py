@@ -159,7 +159,7 @@ class ElementwiseOps:
     def celu(self, alpha: float = 1.0) -> Tensor:
         return (self <= 0).where((self / alpha).elu() * alpha, self)
 
-    def selu(self, alpha=1.67326, gamma=1.0507) -> Tensor:
+    def selu(self, alpha=1.6732632423543772, gamma=1.0507009873554805) -> Tensor:    # (PyTorch's constants)
         return gamma * self.elu(alpha)
 
     @in_float32                      # (as PyTorch's; x^3 overflows 16 bits)
@@ -170,8 +170,8 @@ class ElementwiseOps:
             raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
         c = math.sqrt(2 / math.pi)
         if approximate == "tanh":      # cdf: the normal CDF's approximation; pdf: its derivative
-            t = lambda x: (c * (x + 0.044715 * x * x * x)).tanh()                               # noqa: E731
-            cdf, pdf = lambda x: 0.5 * (1 + t(x)), lambda x: 0.5 * (1 - t(x).square()) * c * (1 + 3 * 0.044715 * x * x)
+            u = lambda x: c * (x + 0.044715 * x * x * x)      # noqa: E731     (1 - tanh^2 as 1 / cosh^2: it cancelled)
+            cdf, pdf = lambda x: 0.5 * (1 + u(x).tanh()), lambda x: 0.5 * c * (1 + 0.134145 * x * x) / u(x).cosh() ** 2
         else:
             cdf, pdf = lambda x: 0.5 * (1 + (x * 0.5 ** 0.5).erf()), lambda x: (x * x * -0.5).exp() * (c / 2)
         return _Smooth.apply(self._float(), value=lambda x: x * cdf(x), derivative=lambda x: cdf(x) + x * pdf(x))
@@ -179,8 +179,9 @@ class ElementwiseOps:
     def quick_gelu(self) -> Tensor:
         return self * (self * 1.702).sigmoid()
 
-    def silu(self) -> Tensor:
-        return self * self.sigmoid()
+    @in_float32                      # (a 16-bit sigmoid underflows where x * sigmoid(x)'s derivative doesn't)
+    def silu(self) -> Tensor:        # PyTorch's derivative s (1 + x (1 - s)): s + x s' met an inf gradient as inf - inf
+        return _smooth(self, lambda x: x * x.sigmoid(), lambda x: x.sigmoid() * (1 + x * (1 - x.sigmoid())))
 
     swish = silu
 
@@ -199,9 +200,12 @@ class ElementwiseOps:
         return y.isnan().where(y.detach(), y.hardtanh(0, 1))     # (NaN's gradient is 0, as PyTorch's)
 
     def softplus(self, beta: float = 1.0) -> Tensor:
-        # log(1 + e^(bx)) / b, computed without overflow for large x
-        bx = self * beta
-        return (bx.maximum(0) + (-(bx.abs())).exp().add(1).log()) * (1 / beta)
+        # log(1 + e^(bx)) / b as bx+ + log1p(e^-|bx|) (no overflow), log1p(y) as log(u) y / (u - 1), u = 1 + y (log(u)
+        # alone loses y: softplus(-88) was 0, not 6e-39); the derivative is sigmoid(bx)
+        def value(x):
+            y = (-(x * beta).abs()).exp()
+            return ((x * beta).maximum(0) + (1 + y == 1).where(y, (1 + y).log() * y / (1 + y - 1))) * (1 / beta)
+        return _smooth(self, value, lambda x: (x * beta).sigmoid())
 
     def mish(self) -> Tensor:
         # PyTorch's derivative: through the composition, x = -3.4e38 meets softplus's e^x = 0 as inf * 0 = NaN
@@ -215,7 +219,7 @@ class ElementwiseOps:
         return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
 
     def logsigmoid(self) -> Tensor:
-        return -(-self).softplus()
+        return 0 - (-self).softplus()        # (+0.0 at +inf and 1e30, as PyTorch's, not -0.0)
 
     def clip(self, min_=None, max_=None) -> Tensor:
         """Values below min_ become min_, above max_ become max_ (max_ wins if min_ > max_); NaN stays NaN, and the
@@ -264,13 +268,17 @@ def _atan(x: Tensor) -> Tensor:
     return (a > 1).where(math.pi / 2 - small, small).mul(x.sign())
 
 
+def _half_exp(x: Tensor) -> Tensor:
+    # e^x / 2 as e^(x/2) (e^(x/2) / 2): finite as long as cosh is (e^(x - ln 2) rounded x - ln 2: 250 ulps at 600)
+    return (x * 0.5).exp() * ((x * 0.5).exp() * 0.5)
+
+
 def _sinh(x: Tensor) -> Tensor:
-    wide = ((x - math.log(2)).exp() - (-x - math.log(2)).exp())     # e^x/2 - e^-x/2, finite as long as cosh is
-    return (x.abs() < 0.5).where(_odd_series(x, _SINH_TAYLOR, x.dtype), wide)
+    return (x.abs() < 0.5).where(_odd_series(x, _SINH_TAYLOR, x.dtype), _half_exp(x) - _half_exp(-x))
 
 
 def _cosh(x: Tensor) -> Tensor:
-    return (x - math.log(2)).exp() + (-x - math.log(2)).exp()
+    return _half_exp(x) + _half_exp(-x)
 
 
 def _asinh(x: Tensor) -> Tensor:

@@ -358,12 +358,12 @@ class NNOps:
         return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
 
     def dropout(self, p: float = 0.5):
+        if not 0 <= p <= 1:          # (checked outside training too, as torch)
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         if not type(self).training or p == 0:
             return self
-        if not 0 <= p < 1:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
         keep = self.rand_like(dtype=dtypes.float32) >= p
-        return keep.where(self, 0) * (1 / (1 - p))
+        return keep.where(self, 0) * (1 / (1 - p) if p < 1 else 0)
 
     def one_hot(self, num_classes: int = -1):
         """int32 (..., num_classes) with a 1 at each value's class; num_classes=-1 reads the tensor to take its max + 1

@@ -22,7 +22,7 @@ from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
 from tinygrad_core.debug import graph_dot, graph_text
-from tinygrad_core.elementwise import ElementwiseOps, in_float32
+from tinygrad_core.elementwise import ElementwiseOps, _Smooth, in_float32
 from tinygrad_core.multi import MultiOps, assign_multi, lowered, realized_view, replicated
 
 
@@ -365,8 +365,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def floordiv(self, x, reverse=False) -> Tensor:
         """Division rounding down, as Python's // does."""
         a, b = self._to_operand(x, reverse)
-        if dtypes.is_float(a.dtype):
-            return (a / b).floor()
+        if dtypes.is_float(a.dtype):     # as PyTorch, through the remainder: inf // 2 is NaN, -5 // inf is -1
+            r = a.fmod(b)
+            q = ((a - r) / b).round()
+            return (b == 0).where(a / b, ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q))
         q = a.idiv(b)
         return ((a.mod_trunc(b) != 0) & ((a < 0) != (b < 0))).where(q - 1, q)
 
@@ -374,9 +376,12 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def mod(self, x, reverse=False) -> Tensor:
         """Remainder with the sign of the divisor, as Python's % does."""
-        a, b = self._to_operand(x, reverse)
-        r = a.fmod(b)                # (as PyTorch: fmod's remainder, moved over to the divisor's sign)
-        return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+        def value(a, b):
+            r = a.fmod(b)            # (as PyTorch: fmod's remainder, moved over to the divisor's sign)
+            return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+        a, b = self._to_operand(x, reverse)     # PyTorch's derivatives: 1 and -(a // b), NaN where a is inf
+        return _Smooth.apply(a, b, value=value, derivative=lambda a, b: (1.0, -a.floordiv(b))) if \
+            dtypes.is_float(a.dtype) else value(a, b)
 
     def pow(self, x, reverse=False) -> Tensor:
         """self ** x with PyTorch's types and special values: an integer tensor to an integer power stays an integer
@@ -384,10 +389,14 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         base, exponent = self._to_operand(x, reverse)
         if not dtypes.is_float(base.dtype):
             return _int_pow(base, x if isinstance(x, int) and not reverse else exponent)
-        # as PyTorch: +-1/2 are square roots ((-inf) ** 0.5 is NaN), and whole powers multiply out, exact where
-        # 2^(c log2|b|) rounds (max ** 1 would overflow)
-        if not reverse and isinstance(x, (int, float)) and (x in (0.5, -0.5) or 0 < x < 2 ** 31 and x == int(x)):
-            return base.sqrt() if x == 0.5 else base.rsqrt() if x == -0.5 else in_float32(_int_pow)(base, int(x))
+        # as PyTorch: +-1/2 are square roots ((-inf) ** 0.5 is NaN), -1 and -2 reciprocals, and whole powers multiply
+        # out, exact where 2^(c log2|b|) rounds (max ** 1 would overflow)
+        if not reverse and isinstance(x, (int, float)) and (x in (0.5, -0.5, -1, -2) or 0 < x < 2**31 and x == int(x)):
+            if x < 0:   # the derivative x b^(x-1) as x b^x / b (at -0.0 too), 0 at -inf
+                v = lambda b: (b.sqrt() if x == -0.5 else b if x == -1 else b * b).reciprocal()   # noqa: E731
+                return _Smooth.apply(base, value=in_float32(v), derivative=lambda b: (b == -math.inf).where(
+                    0.0, x * in_float32(v)(b) / b))
+            return base.sqrt() if x == 0.5 else in_float32(_int_pow)(base, int(x))
         return _Pow.apply(base, exponent)
 
     def maximum(self, x) -> Tensor: return self._binary(Ops.MAX, x)     # noqa: E704
@@ -439,22 +448,22 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._binary(Ops.XOR, True)  # noqa: E704
 
-    def bitwise_and(self, x) -> Tensor: return self._binary(Ops.AND, x)    # noqa: E704
-    def bitwise_or(self, x) -> Tensor: return self._binary(Ops.OR, x)      # noqa: E704
-    def bitwise_xor(self, x) -> Tensor: return self._binary(Ops.XOR, x)    # noqa: E704
+    def bitwise_and(self, x) -> Tensor: return self._int_op(Ops.AND, x, bools=True)    # noqa: E704
+    def bitwise_or(self, x) -> Tensor: return self._int_op(Ops.OR, x, bools=True)      # noqa: E704
+    def bitwise_xor(self, x) -> Tensor: return self._int_op(Ops.XOR, x, bools=True)    # noqa: E704
 
     def bitwise_not(self) -> Tensor:
         if self.dtype == dtypes.bool:
             return self.logical_not()
         return self ^ (-1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
 
-    def lshift(self, x: int) -> Tensor: return self._shift(Ops.SHL, x)     # noqa: E704
-    def rshift(self, x: int) -> Tensor: return self._shift(Ops.SHR, x)     # noqa: E704
+    def lshift(self, x: int) -> Tensor: return self._int_op(Ops.SHL, x)     # noqa: E704
+    def rshift(self, x: int) -> Tensor: return self._int_op(Ops.SHR, x)     # noqa: E704
 
-    def _shift(self, op: Ops, x) -> Tensor:
-        if not dtypes.is_int(self.dtype) or (isinstance(x, Tensor) and not dtypes.is_int(x.dtype)) or \
-                isinstance(x, float):
-            raise TypeError(f"shifts are for integers: got {self.dtype} and {getattr(x, 'dtype', type(x).__name__)}")
+    def _int_op(self, op: Ops, x, bools=False) -> Tensor:   # (a float would reach codegen: LLVM rejects `and float`)
+        ok = lambda d: dtypes.is_int(d) or (bools and d == dtypes.bool)       # noqa: E731
+        if not ok(self.dtype) or (isinstance(x, Tensor) and not ok(x.dtype)) or isinstance(x, float):
+            raise TypeError(f"{'bitwise ops' if bools else 'shifts'} are for integers: got {self.dtype} and {x!r}")
         return self._binary(op, x)
 
     def isnan(self) -> Tensor: return self != self                      # noqa: E704
@@ -534,14 +543,18 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     @in_float32                      # (the squares would overflow 16 bits)
     def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
-        x = self._float()
-        squares = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-        n = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
-        return squares / (n - correction if is_symbolic(n) else max(0, n - correction))
+        x, n = self._float(), prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
+        dof, dev = n - correction if is_symbolic(n) else max(0, n - correction), lambda x: x - x.mean(axis, True)
+        # PyTorch's derivative 2 (x - mean) / (n - correction): through the mean, an inf gradient met the deviations'
+        # sum as inf - inf = NaN
+        out = _Smooth.apply(x, value=lambda x: dev(x).square().sum(axis, True) / dof,
+                            derivative=lambda x: 2 * dev(x) / (n - correction))
+        return out if keepdim else out.reshape(x.sum(axis).shape)
 
     @in_float32                      # (the variance itself may not fit 16 bits)
     def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
-        return self.var(axis, keepdim, correction).sqrt()
+        v = self.var(axis, keepdim, correction)      # (as PyTorch, a zero deviation's gradient is 0, not 0 * inf)
+        return (v == 0).where(0.0, (v == 0).where(1.0, v).sqrt())
 
     def var_mean(self, axis=None, keepdim=False, correction=1):
         return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
@@ -842,6 +855,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return expanded.reshape(tuple(r * s for r, s in zip(repeats, shape)))
 
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        if not isinstance(repeats, int) or repeats < 0:     # (expand would read -1 as "keep")
+            raise RuntimeError(f"repeat_interleave needs a non-negative int of repeats, got {repeats!r}")
         x = self.flatten() if dim is None else self
         dim = 0 if dim is None else x._axis(dim)
         return x.unsqueeze(dim + 1).expand(x.shape[:dim + 1] + (repeats,) + x.shape[dim + 1:]).flatten(dim, dim + 1)

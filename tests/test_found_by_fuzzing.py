@@ -1,0 +1,124 @@
+"""Regressions found by an outside differential fuzzer (random programs over the Tensor API, run against PyTorch CPU
+with special values): each checks the minimal reproduction against PyTorch."""
+import math
+import numpy as np
+import pytest
+from tinygrad_core import Tensor, dtypes
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+nan, inf = math.nan, math.inf
+
+
+def check(got, expected, rtol=2e-7, atol=0.0):
+    """values (NaN where PyTorch has NaN, infinities with their sign) within rtol of PyTorch's"""
+    got, expected = np.asarray(got, np.float64), np.asarray(expected.detach().numpy(), np.float64)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def both(fn, values, dtype=np.float32, weights=None):
+    """fn at values and the gradient of sum(fn * weights), ours then PyTorch's"""
+    x, t = Tensor(np.array(values, dtype), requires_grad=True), torch.tensor(np.array(values, dtype),
+                                                                             requires_grad=True)
+    y, u = fn(x), fn(t)
+    w = np.ones(u.shape, np.float32) if weights is None else np.array(weights, np.float32)
+    (y.float() * Tensor(w)).sum().backward()
+    (u.float() * torch.tensor(w)).sum().backward()
+    return (y.numpy(), u), (x.grad.numpy(), t.grad)
+
+
+def test_selu_uses_pytorchs_constants():
+    # alpha 1.67326 and scale 1.0507 were rounded: selu(-2.637) was 3e-6 off (25 ulps), in float64 too
+    for dtype in (np.float32, np.float64):
+        (y, u), (g, h) = both(lambda x: x.selu() if isinstance(x, Tensor) else F.selu(x), [-2.637, -0.5, 1.5], dtype)
+        check(y, u, rtol=4e-7 if dtype == np.float32 else 1e-14)
+        check(g, h, rtol=4e-7 if dtype == np.float32 else 1e-14)
+
+
+def test_std_gradient_is_zero_where_the_deviation_is_zero():
+    # sqrt's inf at 0 met var's 0 as NaN; PyTorch's gradient is 0 (a constant row, a single element)
+    _, (g, h) = both(lambda x: x.std(1), [[0.0, 0.0], [1.0, 2.0]])
+    check(g, h)
+    _, (g, h) = both(lambda x: x.std(None, correction=0), 30.25)
+    check(g, h)
+
+
+def test_var_gradient_does_not_go_through_the_mean():
+    # 2 (x - mean) / (n - correction) as PyTorch's: an inf upstream met the deviations' sum as inf - inf = NaN,
+    # and n - correction <= 0 gives inf or -0.0 (the value is inf or NaN)
+    for correction in (0, 1, 2, 3):
+        _, (g, h) = both(lambda x, c=correction: x.var(1, correction=c), [[-1.0, 2.0, 0.5], [0.0, 0.0, 0.0]],
+                         weights=[1.0, -inf])
+        check(g, h)
+    _, (g, h) = both(lambda x: x.var(-1, correction=2), [5.93])
+    check(g, h)
+
+
+def test_float_floor_division_follows_the_remainder():
+    # floor(a / b) gave inf // 2 = inf and -5 // inf = -0 (PyTorch and Python: NaN and -1)
+    a, b = [inf, -5.0, 5.0, -5.0, 7.0, 0.0, -7.0, 1e30, -0.3], [2.0, inf, inf, -inf, 0.0, 0.0, 2.0, 3.0, 0.1]
+    check((Tensor(a) // Tensor(b)).numpy(), torch.tensor(a) // torch.tensor(b))
+    assert (Tensor([7.0, -7.0], dtype=dtypes.float16) // 2).tolist() == [3.0, -4.0]
+
+
+def test_remainder_gradient_is_minus_floor_division():
+    # the divisor's gradient was -trunc(a / b) + 1 where the remainder moved: -inf at a = inf (PyTorch: NaN)
+    a, b = [inf, 5.0, -5.0, 7.0, 3.0, -7.5, 1e30], [1e30, 3.0, 3.0, -2.0, 0.0, 2.0, 7.0]
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    (x % y).sum().backward()
+    (s % t).sum().backward()
+    check((x % y).numpy(), s % t)
+    check(x.grad.numpy(), s.grad)
+    check(y.grad.numpy(), t.grad)
+
+
+@pytest.mark.parametrize("exponent", [-0.5, -1, -2])
+def test_negative_powers_as_pytorch(exponent):
+    # x ** -2 went through 2^(-2 log2 x): 10 ulps off at 1e6 (PyTorch: 1 / (x x)); (-0.0) ** -0.5's gradient was
+    # rsqrt's +inf (PyTorch's pow: -0.5 (-0.0)^-1.5 = -inf), at -inf NaN (PyTorch -0.0)
+    values = [-0.0, 0.0, 2.0, -3.0, inf, -inf, nan, 0.000990585656836629, 3.0]
+    (y, u), (g, h) = both(lambda x: x ** exponent, values)
+    check(y, u, rtol=1.2e-7)
+    check(g, h, rtol=2.4e-7)
+
+
+def test_softplus_and_logsigmoid_keep_the_small_tail():
+    # log(1 + e^-88) rounded 1 + 6e-39 to 1: softplus(-88) was 0 (6.05e-39), logsigmoid(88) -0.0; and
+    # logsigmoid(1e30) is +0.0 as PyTorch's, so its reciprocal is +inf
+    x = [-88.0, -20.0, -5.0, 0.0, 5.0, 20.0, 88.0, inf, -inf, nan]
+    check(Tensor(x).softplus().numpy(), F.softplus(torch.tensor(x)), rtol=1e-6)
+    check(Tensor(x).logsigmoid().numpy(), F.logsigmoid(torch.tensor(x)), rtol=1e-6)
+    check(1 / Tensor([1e30, 88.0]).logsigmoid().numpy(), 1 / F.logsigmoid(torch.tensor([1e30, 88.0])), rtol=1e-6)
+    _, (g, h) = both(lambda x: x.softplus() if isinstance(x, Tensor) else F.softplus(x), x)
+    check(g, h, rtol=1e-6, atol=1e-44)
+
+
+def test_silu_gradient_under_an_infinite_upstream():
+    # silu -> log at x = -43 in float16: x sigmoid(x) is -0.0, log's gradient -inf, and s + x s' made inf - inf = NaN
+    # (PyTorch: s (1 + x (1 - s)) in float32)
+    for dtype in (np.float16, np.float32):
+        silu = lambda x: (x.silu() if isinstance(x, Tensor) else F.silu(x)).log()     # noqa: E731
+        (y, u), (g, h) = both(silu, [-43.0, -60000.0, 195.0, 0.5, 0.0], dtype)
+        check(y, u, rtol=1e-3)
+        check(g, h, rtol=2e-3)
+
+
+def test_gelu_tanh_gradient_near_saturation():
+    # 1 - tanh(u)^2 cancelled where tanh(u) rounds to 1: gelu'(5) was 1.0 (1.0000015; PyTorch 1.0000020)
+    x = np.array([2.0, 3.0, 4.0, 4.5, 5.0, 5.0821, 6.0, 10.0], np.float32)
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    F.gelu(t, approximate="tanh").sum().backward()
+    ours = Tensor(x, requires_grad=True)
+    ours.gelu().sum().backward()
+    check(ours.grad.numpy(), t.grad, rtol=3e-7)
+
+
+def test_sinh_and_cosh_of_large_arguments_keep_their_digits():
+    # e^(x - ln 2) rounded x - ln 2: sinh(600.25) was 250 ulps off in float64 (4 in float32 at 30)
+    for dtype, values, rtol in ((np.float64, [600.250444873297, 710.4, -710.4, 100.0, 1.5, -3.0], 4.5e-16),
+                                (np.float32, [30.0, 88.0, 89.4, -89.4, 5.0, 12.3], 2.4e-7)):
+        for op in ("sinh", "cosh"):
+            got = getattr(Tensor(np.array(values, dtype)), op)().numpy()
+            check(got, getattr(torch.tensor(np.array(values, dtype).astype(np.float64)), op)(), rtol=rtol)
