@@ -83,3 +83,33 @@ def test_comparisons_decided_by_bounds_fold_to_constants():
 def test_a_bool_constant_is_a_bool_whichever_way_it_was_made():
     zero = UOp(Ops.CONST, dtypes.bool, (), 0)           # made first, as a cast of 0 would
     assert zero.arg is False and sym.lt(X, 0).arg is False and UOp(Ops.CONST, dtypes.bool, (), 1).arg is True
+
+
+def test_a_division_by_a_multiple_of_a_coefficient_drops_the_terms_below_it():
+    # 64*q + (8*y + r + 3), the part in parentheses within [0, 64): // 128 is q // 2, % 128 keeps it beside 64*(q % 2)
+    # (a strided window's index over a padded image: it was a division of the whole sum per element)
+    q, y = sym.idiv(X, 4), sym.mod(X, 4)
+    expr = sym.add(sym.add(sym.add(sym.mul(q, 64), sym.mul(y, 8)), R), 3)
+    assert sym.idiv(expr, 128) is sym.idiv(X, 8)
+    assert sym.mod(expr, 128) is sym.add(sym.add(sym.add(sym.mul(sym.mod(q, 2), 64), sym.mul(y, 8)), R), 3)
+    for x, r in itertools.product(range(24), range(5)):
+        value = evaluate(expr, {X: x, R: r})
+        assert (evaluate(sym.idiv(expr, 128), {X: x, R: r}), evaluate(sym.mod(expr, 128), {X: x, R: r})) == \
+            divmod(value, 128)
+
+
+TERMS = st.lists(st.tuples(st.sampled_from(["x", "x//3", "x%4", "r"]), st.integers(-3, 12)), min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TERMS, st.integers(-4, 40), st.integers(2, 36))
+def test_dividing_a_sum_of_terms_keeps_its_value(terms, constant, c):
+    parts = {"x": X, "x//3": sym.idiv(X, 3), "x%4": sym.mod(X, 4), "r": R}
+    expr = sym.const(constant)
+    for name, k in terms:
+        expr = sym.add(expr, sym.mul(parts[name], k))
+    naive = {op: UOp(op, sym.INDEX, (expr, sym.const(c))) for op in (Ops.IDIV, Ops.MOD)}
+    for x, r in itertools.product(range(24), range(5)):
+        env = {X: x, R: r}
+        assert evaluate(sym.idiv(expr, c), env) == evaluate(naive[Ops.IDIV], env), (terms, constant, c, x, r)
+        assert evaluate(sym.mod(expr, c), env) == evaluate(naive[Ops.MOD], env), (terms, constant, c, x, r)

@@ -168,11 +168,12 @@ class KernelWriter:
     def _non_negative_values(self) -> set[UOp]:
         """Integer values that are never negative: loop and parallel indices, constants >= 0, Variables with a minimum
         >= 0, and sums and products of these. Index arithmetic on them gets `nuw` besides `nsw` (see _index_binary),
-        in kernels with loops only: in one without (elementwise), LLVM would then vectorise the parallel loop with
-        gathers where it keeps it scalar now, and lose (E_64_64_32_32 of the seed's CNN: 3x slower). In a kernel with
-        loops it vectorises an innermost one, never the parallel loop."""
+        in kernels with a reduce (an accumulator) only: in an elementwise one LLVM would then vectorise its loops with
+        gathers where it keeps them scalar now, and lose (E_64_64_32_32 of the seed's CNN: 3x slower; the MNIST CNN's
+        E_128_16_3_3_7_7, a transposed copy looping over rows of 7 x 7: 1.5x). In a reduce kernel it vectorises an
+        innermost loop, never the parallel loop."""
         found: set[UOp] = set()
-        if not any(u.op is Ops.RANGE for u in self.uops):
+        if not any(u.op is Ops.DEFINE_ACC for u in self.uops):
             return found
         for u in self.uops:
             if u.op in (Ops.RANGE, Ops.SPECIAL) or u.op is Ops.CONST and u.dtype in INTS and u.arg >= 0 or \
@@ -194,6 +195,9 @@ class KernelWriter:
                 loop_of[u] = open_loops[-1]
         strides = {u: affine(u.src[1])[0].get(loop_of[u], 0)
                    for u in self.uops if u.op is Ops.LOAD and u in loop_of}
+        # trips of each load's loop, where known: a prefetch PREFETCH_TRIPS trips ahead of a shorter loop (a row of a
+        # few elements) asks for a line past the loop's end, not one it will read
+        self.load_trips = {u: loop_of[u].src[0].arg for u in strides if loop_of[u].src[0].op is Ops.CONST}
         # only loads stepping by one element (or not at all) become plain vector loads along the loop
         strided = {loop_of[u] for u, stride in strides.items() if abs(stride) > 1}
         # a loop of fewer trips than a vector has lanes is unrolled whole by LLVM, and its sums would then be split
@@ -337,8 +341,8 @@ class KernelWriter:
             index = self.emit(f"select i1 {valid}, {ty} {index}, {ty} 0")
         mem_type = MEMORY_TYPE[buffer.dtype]
         stride = self.load_strides.get(u, 0)
-        if abs(stride) > PREFETCH_STRIDE and valid is None and \
-                affine(u.src[1])[1] % max(1, 64 // buffer.dtype.itemsize) == 0:
+        if abs(stride) > PREFETCH_STRIDE and valid is None and self.load_trips.get(u, PREFETCH_TRIPS + 1) > \
+                PREFETCH_TRIPS and affine(u.src[1])[1] % max(1, 64 // buffer.dtype.itemsize) == 0:
             # a loop striding through memory defeats the hardware prefetcher: ask for the cache line needed
             # PREFETCH_TRIPS trips from now (one prefetch per line; prefetches never fault, even past the end)
             ahead = self.emit(f"add {ty} {index}, {stride * PREFETCH_TRIPS}")

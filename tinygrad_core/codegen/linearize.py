@@ -60,8 +60,8 @@ class Linearizer:
     def emit(self, u: UOp) -> UOp:
         if (found := self.done.get(u)) is not None:
             return found
-        if u.op is Ops.REDUCE:
-            self.emit_reduce_group(self.groups[u.src[1:]])
+        if u.op in (Ops.REDUCE, Ops.RANGE):     # (a RANGE met here: an output axis looped over, see lower.row_axes)
+            self.open_loop(u) if u.op is Ops.RANGE else self.emit_reduce_group(self.groups[u.src[1:]])
             return self.done[u]
         src = tuple(self.emit(s) for s in u.src)
         made = u.replace(src=src) if src != u.src else u

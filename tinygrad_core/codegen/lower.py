@@ -5,6 +5,7 @@ become REDUCE nodes over fresh RANGEs. Upcasting computes several neighbouring o
 loads they have in common; linearize.py then orders the graph into loops."""
 from __future__ import annotations
 from dataclasses import dataclass
+import functools
 import itertools
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import ceildiv, prod
@@ -31,9 +32,9 @@ def contiguous_strides(shape) -> tuple[int, ...]:
 
 
 class Lowerer:
-    def __init__(self, unroll: int = 1):
+    def __init__(self, unroll: int = 1, ranges: int = 0):
         self.memo: dict = {}
-        self.range_count = 0
+        self.range_count = ranges         # RANGE ids taken already (by the row loops, see _lower_kernel)
         self.unroll = unroll
 
     def lower(self, node: UOp, idxs: tuple[Indices, ...], valids: tuple) -> tuple[UOp, ...]:
@@ -48,8 +49,12 @@ class Lowerer:
         return rule(self, node, idxs, valids)
 
     def _lower_input(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
+        # a gate keeps a load inside its buffer (what it zeroes, a WHERE or a gated store above discards as well): a
+        # load whose index stays inside anyway goes ungated, so it can leave the loops it doesn't depend on
+        inside = lambda i: (isinstance(node.arg, int) and  # noqa: E731
+                            0 <= sym.bounds(i)[0] and sym.bounds(i)[1] < node.arg)
         return tuple(UOp(Ops.CONST, node.dtype, (), 0) if sym.is_const(v) and v.arg is False else
-                     UOp(Ops.LOAD, node.dtype, (node.src[0], idx[0]) + (() if v is None else (v,)))
+                     UOp(Ops.LOAD, node.dtype, (node.src[0], idx[0]) + (() if v is None or inside(idx[0]) else (v,)))
                      for idx, v in zip(idxs, valids))
 
     def _lower_const(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
@@ -83,7 +88,7 @@ class Lowerer:
 
     def _lower_gather(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
         """x[..., index[j], ...]: the index is loaded, and becomes part of x's address. An index outside [-n, n)
-        reads 0 (as the one-hot selection does); the address is taken modulo n, so no load leaves the buffer."""
+        gives 0 (as the one-hot selection does); the address is taken modulo n, so no load leaves the buffer."""
         x, index = node.src
         axis, k, n = node.arg, len(index.shape), x.shape[node.arg]
         picks = self.lower(index, tuple(idx[axis:axis + k] for idx in idxs), valids)
@@ -94,7 +99,9 @@ class Lowerer:
             wrapped = UOp(Ops.MOD, sym.INDEX, (UOp(Ops.ADD, sym.INDEX, (at, sym.const(n))), sym.const(n)))
             src_idxs.append(idx[:axis] + (wrapped,) + idx[axis + k:])
             src_valids.append(sym.and_(valid, inside))
-        return self.lower(x, tuple(src_idxs), tuple(src_valids))
+        zero = UOp(Ops.CONST, node.dtype, (), 0)
+        return tuple(v if reads_zero_unless(v, c) else UOp(Ops.WHERE, node.dtype, (c, v, zero))
+                     for v, c in zip(self.lower(x, tuple(src_idxs), tuple(src_valids)), src_valids))
 
     def _lower_reduce(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
         reduce_op, axes = node.arg
@@ -110,25 +117,13 @@ class Lowerer:
             self.range_count += 1
         # each unrolled copy of the loop body is a separate input index with an accumulator of its own (partial sums
         # that don't wait on each other, and that a CPU keeps in the lanes of a vector); they are combined at the end
-        copies = list(itertools.product(*[range(unrolled[a]) for a in axes]))
-        src_idxs, src_valids = [], []
-        for idx, valid in zip(idxs, valids):
-            for copy in copies:
-                moved = list(idx)
-                for axis, k in zip(axes, copy):
-                    moved[axis] = sym.add(sym.mul(ranges[axis], unrolled[axis]), k)
-                src_idxs.append(tuple(moved))
-                src_valids.append(valid)
-        inner = self.lower(node.src[0], tuple(src_idxs), tuple(src_valids))
-        outs = []
-        for i in range(len(idxs)):
-            partials = [UOp(Ops.REDUCE, node.dtype, (body,) + tuple(ranges[a] for a in axes), reduce_op)
-                        for body in inner[i * len(copies):(i + 1) * len(copies)]]
-            out = partials[0]
-            for partial in partials[1:]:
-                out = UOp(reduce_op, node.dtype, (out, partial))
-            outs.append(out)
-        return tuple(outs)
+        copies = [dict(zip(axes, copy)) for copy in itertools.product(*[range(unrolled[a]) for a in axes])]
+        src_idxs = tuple(tuple(sym.add(sym.mul(ranges[a], unrolled[a]), copy[a]) if a in ranges else i
+                               for a, i in enumerate(idx)) for idx in idxs for copy in copies)
+        inner = self.lower(node.src[0], src_idxs, tuple(v for v in valids for _ in copies))
+        partials = [UOp(Ops.REDUCE, node.dtype, (body,) + tuple(ranges[a] for a in axes), reduce_op) for body in inner]
+        return tuple(functools.reduce(lambda a, b: UOp(reduce_op, node.dtype, (a, b)), partials[i:i + len(copies)])
+                     for i in range(0, len(partials), len(copies)))
 
     def _lower_through(self, node: UOp, idxs, valids) -> tuple[UOp, ...]:
         return self.lower(node.src[0], idxs, valids)
@@ -154,11 +149,8 @@ def reads_zero_unless(x: UOp, cond: UOp) -> bool:
 def move_index(node: UOp, idx: Indices) -> Indices:
     """Where output index idx of a movement op reads its source (PAD is handled by the caller)."""
     op, arg, src_shape = node.op, node.arg, node.src[0].shape
-    if op is Ops.PERMUTE:
-        out = [None] * len(idx)
-        for i, axis in enumerate(arg):
-            out[axis] = idx[i]
-        return tuple(out)
+    if op is Ops.PERMUTE:           # output axis i is source axis arg[i]
+        return tuple(idx[arg.index(axis)] for axis in range(len(idx)))
     if op is Ops.EXPAND:
         return tuple(sym.const(0) if s == 1 and n != 1 else i for i, s, n in zip(idx, src_shape, arg))
     if op is Ops.SHRINK:
@@ -197,24 +189,57 @@ def unflatten(flat: UOp, shape) -> Indices:
                  sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(contiguous_strides(shape), shape)))
 
 
+def row_axes(grid: list, order) -> list[int]:
+    """The output axes each parallel index loops over, outermost first, where the renderer runs parallel indices as
+    a loop (no thread groups): the order's last ones, until a row holds 64 elements or fewer than 64 rows would be
+    left to share among threads. The div and mod that split the parallel index into coordinates are then computed
+    once per row, not per element, and the row's addresses are affine in the loop counters (vector loads). (A row
+    of 16 elements doesn't pay back the work per row: the seed CNN's 16 x 16 average-pool gradient.)"""
+    rows, axes = [], [axis for axis in order if grid[axis] != 1]
+    while axes and isinstance(grid[axes[-1]], int) and prod(grid[a] for a in rows) < 64 and \
+            isinstance(left := prod(grid[a] for a in axes[:-1]), int) and left >= 64:
+        rows.insert(0, axes.pop())
+    return rows
+
+
 def lower_kernel(ast: UOp, renderer, opts) -> LoweredKernel:
     """ast = SINK(STORE(DEFINE_GLOBAL 0, value)) -> a kernel graph for `renderer` laid out by `opts` (a KernelOpts:
     it lives in codegen/opts.py, which builds on this module), with its launch size. Index arithmetic is int32, or
     int64 in a kernel where int32 could overflow (a buffer of 2**31 elements or more)."""
-    kernel = _lower_kernel(ast, renderer, opts)
+    kernel, step = _lower_kernel(ast, renderer, opts, 0), 0       # row loops pay only where indices are divided
+    if any(u.op in (Ops.IDIV, Ops.MOD) for u in kernel.sink.toposort()) and \
+            (step := row_step((kernel := _lower_kernel(ast, renderer, opts)).sink)) > 1:
+        kernel = _lower_kernel(ast, renderer, opts, step)
     if sym.INDEX == dtypes.int64 or sym.fits_int32(kernel.sink):
         return kernel
     with sym.wide_index():
-        return _lower_kernel(ast, renderer, opts)
+        return _lower_kernel(ast, renderer, opts, step)
 
 
-def _lower_kernel(ast: UOp, renderer, opts) -> LoweredKernel:
+def row_step(sink: UOp) -> int:
+    """How many neighbouring outputs one trip of a row's loop computes: d where a gate tests the row's counter divided
+    by a small d (a strided window read backwards: a strided convolution's input gradient). With the counter a
+    multiple of d, those divisions and remainders fold away, and so do the loads their gates rule out."""
+    row = [u for u in sink.src if u.op is Ops.RANGE][-1:]           # the innermost row loop (see _lower_kernel)
+    steps = [s.src[1].arg for u in sink.toposort() if u.op is Ops.CMPLT for s in u.src if s.op in (Ops.IDIV, Ops.MOD)
+             and sym.is_const(s.src[1]) and any(sym.affine(s.src[0])[0].get(r) == 1 and r.src[0].arg % s.src[1].arg == 0
+                                                for r in row)]
+    return min(steps) if steps and 1 < min(steps) <= 4 else 1
+
+
+def _lower_kernel(ast: UOp, renderer, opts, step: int = 1) -> LoweredKernel:
+    """The kernel graph; with row loops (see row_axes) unless step is 0, the innermost stepping by step."""
     store = ast.src[0]
     out_buf, value = store.src
     shape = value.shape
     upcast = dict(opts.upcast)
     grid = [s // upcast[axis] if axis in upcast else s for axis, s in enumerate(shape)]
-    total = prod(grid)           # with symbolic sizes, an expression: the launch size is computed per launch
+    order = opts.order or tuple(range(len(shape)))
+    rows = [] if renderer.has_local or not step else row_axes(grid, order)
+    if step > 1:
+        upcast[rows[-1]], grid[rows[-1]] = upcast.get(rows[-1], 1) * step, grid[rows[-1]] // step
+    parallel = [1 if axis in rows else g for axis, g in enumerate(grid)]
+    total = prod(parallel)       # with symbolic sizes, an expression: the launch size is computed per launch
     if renderer.has_local:
         local = max(1, min(opts.local_size, sym.max_value(total)))
         groups = ceildiv(total, local) if isinstance(total, int) else sym.idiv(sym.add(total, local - 1), local)
@@ -226,18 +251,19 @@ def _lower_kernel(ast: UOp, renderer, opts) -> LoweredKernel:
         gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", sym.max_value(total)))
         thread_valid, global_size, local_size = None, (total, 1, 1), (1, 1, 1)
     # neighbouring parallel indices (and so each thread's slice) step along the last axis of the order fastest
-    order = opts.order or tuple(range(len(shape)))
-    strides = dict(zip(order, contiguous_strides([grid[axis] for axis in order])))
-    coords = [sym.mod(sym.idiv(gid, strides[axis]), g) for axis, g in enumerate(grid)]
+    strides = dict(zip(order, contiguous_strides([parallel[axis] for axis in order])))
+    loops = {axis: UOp(Ops.RANGE, sym.INDEX, (sym.const(grid[axis]),), i) for i, axis in enumerate(rows)}
+    coords = [loops[axis] if axis in loops else sym.mod(sym.idiv(gid, strides[axis]), g)
+              for axis, g in enumerate(parallel)]
     combos = list(itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
     idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
                  for combo in combos)
-    lowerer = Lowerer(opts.unroll)
-    values = lowerer.lower(value, idxs, (thread_valid,) * len(idxs))
+    values = Lowerer(opts.unroll, len(loops)).lower(value, idxs, (thread_valid,) * len(idxs))
     stores = []
     for idx, v in zip(idxs, values):
         gate = () if thread_valid is None else (thread_valid,)
         stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(idx, shape), v) + gate))
     # every buffer argument stays in the program, even one whose loads were all folded away
     buffers = tuple(program_signature(ast.toposort())[0])
-    return LoweredKernel(UOp(Ops.SINK, dtypes.void, buffers + tuple(stores)), global_size, local_size)
+    sink = UOp(Ops.SINK, dtypes.void, buffers + tuple(loops.values()) + tuple(stores))   # (loops: opened in this order)
+    return LoweredKernel(sink, global_size, local_size)

@@ -113,8 +113,7 @@ def affine(u: UOp) -> tuple[dict[UOp, int], int]:
         (t1, c1), (t2, c2) = affine(u.src[0]), affine(u.src[1])
         return _sum_terms(t1, t2), c1 + c2
     if u.op is Ops.MUL and is_const(u.src[1]):
-        terms, c = affine(u.src[0])
-        k = int(u.src[1].arg)
+        (terms, c), k = affine(u.src[0]), int(u.src[1].arg)
         return {t: v * k for t, v in terms.items() if v * k}, c * k
     return {u: 1}, 0
 
@@ -132,8 +131,7 @@ def from_affine(terms: dict[UOp, int], constant: int) -> UOp:
 
 # ---- the builders: each returns a simplified node ----
 def add(a: UOp, b: UOp | int) -> UOp:
-    b = const(b) if isinstance(b, int) else b
-    (t1, c1), (t2, c2) = affine(a), affine(b)
+    (t1, c1), (t2, c2) = affine(a), affine(const(b))
     return from_affine(_fold_divmod(_sum_terms(t1, t2)), c1 + c2)
 
 
@@ -160,8 +158,7 @@ def mul(a: UOp, k: int | UOp) -> UOp:
         if not is_const(a):            # a product of two symbolic values: a term of its own
             return UOp(Ops.MUL, INDEX, tuple(sorted((a, k), key=_sort_key)))
         a, k = k, a
-    k = int(k.arg) if isinstance(k, UOp) else k
-    terms, c = affine(a)
+    (terms, c), k = affine(a), int(k.arg) if isinstance(k, UOp) else k
     return from_affine({t: v * k for t, v in terms.items() if v * k}, c * k)
 
 
@@ -189,16 +186,24 @@ def idiv(x: UOp, c: int | UOp) -> UOp:
     rest_expr = from_affine(rest, rest_const)
     if bounds(rest_expr)[0] < 0:
         return UOp(Ops.IDIV, INDEX, (x, const(c)))
-    g = math.gcd(c, *rest.values()) if rest else c
-    if rest and g > 1:          # (g*y + r) // (g*c') == (y + r//g) // c'
-        rest_expr = from_affine({t: v // g for t, v in rest.items()}, rest_const // g)
-        c //= g
+    if split := _split_by_factor(rest, rest_const, c):      # (a*y + r) // (a*c') == y // c' where 0 <= r < a
+        return add(from_affine(whole, whole_const), idiv(split[1], c // split[0]))
     if (inner := rest_expr).op is Ops.IDIV and is_const(inner.src[1]) and bounds(inner.src[0])[0] >= 0:
         rest_part = idiv(inner.src[0], inner.src[1].arg * c)     # (x // a) // b == x // (a*b)
     else:
-        rest_hi = bounds(rest_expr)[1]
-        rest_part = const(0) if rest_hi < c else UOp(Ops.IDIV, INDEX, (rest_expr, const(c)))
+        rest_part = const(0) if bounds(rest_expr)[1] < c else UOp(Ops.IDIV, INDEX, (rest_expr, const(c)))
     return add(from_affine(whole, whole_const), rest_part)
+
+
+def _split_by_factor(terms: dict[UOp, int], constant: int, c: int) -> tuple[int, UOp, UOp] | None:
+    """(a, y, r) with terms + constant == a*y + r, a a factor of c and 0 <= r < a: the terms whose coefficients a
+    doesn't divide, with the constant, stay within one multiple of a (it goes into y). None where no factor does."""
+    factors = {math.gcd(v, c) for v in terms.values()} | {math.gcd(c, *terms.values())}
+    for a in sorted(factors - {1, c}, reverse=True):
+        low = from_affine({t: v for t, v in terms.items() if v % a}, constant)
+        if (lo := bounds(low)[0]) >= 0 and (k := lo // a) == bounds(low)[1] // a:
+            return a, from_affine({t: v // a for t, v in terms.items() if v % a == 0}, k), add(low, -k * a)
+    return None
 
 
 def mod(x: UOp, c: int | UOp) -> UOp:
@@ -221,6 +226,8 @@ def mod(x: UOp, c: int | UOp) -> UOp:
         return rest
     if lo < 0:
         return UOp(Ops.MOD, INDEX, (x, const(c)))
+    if split := _split_by_factor(*affine(rest), c):         # (a*y + r) % (a*c') == a*(y % c') + r where 0 <= r < a
+        return add(mul(mod(split[1], c // split[0]), split[0]), split[2])
     if rest.op is Ops.MOD and is_const(rest.src[1]) and rest.src[1].arg % c == 0:
         return mod(rest.src[0], c)                                # (x % (a*c)) % c == x % c
     return UOp(Ops.MOD, INDEX, (rest, const(c)))
@@ -237,13 +244,7 @@ def lt(x: UOp, c: int | UOp) -> UOp:
 
 
 def ge(x: UOp, c: int | UOp) -> UOp:
-    (lo, hi), (c_lo, c_hi) = bounds(x), bounds(const(c))
-    if lo >= c_hi:
-        return const(True)
-    if hi < c_lo:
-        return const(False)
-    # x >= c  <=>  not (x < c)  <=>  (c-1) < x
-    return UOp(Ops.CMPLT, dtypes.bool, (sub(const(c), 1), x))
+    return lt(sub(const(c), 1), x)      # x >= c  <=>  not (x < c)  <=>  (c-1) < x
 
 
 def and_(a: UOp | None, b: UOp | None) -> UOp | None:
