@@ -122,3 +122,19 @@ def test_sinh_and_cosh_of_large_arguments_keep_their_digits():
         for op in ("sinh", "cosh"):
             got = getattr(Tensor(np.array(values, dtype)), op)().numpy()
             check(got, getattr(torch.tensor(np.array(values, dtype).astype(np.float64)), op)(), rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_a_16_bit_matmul_multiplies_and_adds_in_float32(dtype):
+    # products in half overflowed: 60000 * 2 - 60000 * 2 was inf - inf = NaN (PyTorch 0); and its gradients too
+    a, b = np.array([[60000.0, 60000.0], [1.5, -2.25]]), np.array([[2.0, 1.0], [-2.0, 3.0]])
+    dt = dtypes.bfloat16 if dtype == "bfloat16" else dtypes.float16
+    ta, tb = Tensor(a, dtype=dt, requires_grad=True), Tensor(b, dtype=dt, requires_grad=True)
+    out = ta @ tb
+    out.sum().backward()
+    td = torch.bfloat16 if dtype == "bfloat16" else torch.float16
+    pa, pb = torch.tensor(a, dtype=td, requires_grad=True), torch.tensor(b, dtype=td, requires_grad=True)
+    (pa @ pb).sum().backward()
+    assert out.dtype == dt
+    for got, expected in ((out, pa @ pb), (ta.grad, pa.grad), (tb.grad, pb.grad)):
+        check(got.float().numpy(), expected.float(), rtol=1e-2)

@@ -911,10 +911,12 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         dtype = least_upper_dtype(self.dtype, w.dtype)
         # small ints multiply in the (u)int32 their sum is in (in their own dtype, -128 * -128 would wrap)
         dtype = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
-        x = self.cast(dtype).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
-        w = w.cast(dtype).reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]) \
-            .transpose(-1, -min(w.ndim, 2)) if w.ndim > 1 else w.cast(dtype)
-        return (x * w).sum(-1)
+        # and 16-bit floats in float32, rounded once at the end, as PyTorch (60000 * 2 - 60000 * 2 is 0, not inf - inf)
+        acc = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else dtype
+        x = self.cast(acc).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
+        w = w.cast(acc).reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]) \
+            .transpose(-1, -min(w.ndim, 2)) if w.ndim > 1 else w.cast(acc)
+        return (x * w).sum(-1).cast(dtype)
 
     def matmul(self, x: Tensor, reverse=False) -> Tensor: return x.dot(self) if reverse else self.dot(x)  # noqa: E704
 
