@@ -337,3 +337,10 @@ def test_setitem_at_a_symbolic_position():
     cache[pos.bind(3)] = Tensor([1.0, 2.0])
     cache[pos.bind(1):pos.bind(1) + 1] = Tensor([[3.0, 4.0]])
     assert cache.numpy().tolist() == [[0, 0], [3, 4], [0, 0], [1, 2], [0, 0], [0, 0]]
+
+
+def test_an_index_tensor_out_of_range_below_reads_zero_as_above():
+    # as in tinygrad, a value outside [-size, size) in an index tensor reads 0 (it can't be checked when the op is
+    # built); -11 on an axis of 10 was counted from the end twice and read x[9]
+    x = Tensor(np.arange(10.0))
+    np.testing.assert_array_equal(x[Tensor([-11, -10, -1, 10, 11, -21])].numpy(), [0, 0, 9, 0, 0, 0])

@@ -342,7 +342,7 @@ def _index_tensor(t, index, dim: int):
         raise IndexError(f"tensors used as indices must be integer tensors, got {index.dtype} along dim {dim}")
     if index.device != t.device:
         raise RuntimeError(f"indices are on {index.device}, the indexed tensor on {t.device}: move one with .to()")
-    return (index < 0).where(index + size, index)
+    return ((index < 0) & (index >= -size)).where(index + size, index)   # (out of range either way: read as 0)
 
 
 def _normalize(t, indices) -> list:

@@ -23,8 +23,8 @@ class Literal(str):
         return literal
 
 
-def _binary(symbol: str) -> Callable:
-    return lambda w, dtype, a, b: f"({a}{symbol}{b})"
+def _binary(symbol: str, on_bools: str = "") -> Callable:
+    return lambda w, dtype, a, b: f"({a}{on_bools if on_bools and dtype == dtypes.bool else symbol}{b})"
 
 
 def _math(name: str) -> Callable:
@@ -38,16 +38,17 @@ BASE_CODE_FOR_OP: dict[Ops, Callable] = {
     Ops.RECIP: lambda w, dtype, x: w.reciprocal(dtype, x),
     Ops.FDIV: lambda w, dtype, a, b: w.divide(dtype, a, b),
     Ops.NEG: lambda w, dtype, x: f"(!{x})" if dtype == dtypes.bool else w.negate(dtype, x),
-    Ops.ADD: lambda w, dtype, a, b: f"({a}||{b})" if dtype == dtypes.bool else f"({a}+{b})",
+    Ops.ADD: _binary("+", "||"),
     Ops.SUB: _binary("-"),
-    Ops.MUL: lambda w, dtype, a, b: f"({a}&&{b})" if dtype == dtypes.bool else f"({a}*{b})",
+    Ops.MUL: _binary("*", "&&"),
     Ops.IDIV: lambda w, dtype, a, b: w.int_division(Ops.IDIV, dtype, a, b),
     Ops.MOD: lambda w, dtype, a, b: w.int_division(Ops.MOD, dtype, a, b),
     # REFERENCE: NaN in b wins, else b if a < b, else a (so a NaN in a wins too)
     Ops.MAX: lambda w, dtype, a, b: f"(({b}!={b})?{b}:(({a}<{b})?{b}:{a}))" if dtypes.is_float(dtype) else
              f"(({a}<{b})?{b}:{a})",
     Ops.CMPLT: _binary("<"), Ops.CMPNE: _binary("!="),
-    Ops.AND: _binary("&"), Ops.OR: _binary("|"), Ops.XOR: _binary("^"),
+    # (bools as logic: PoCL drops a kernel whose one op is a & of two bools from the binary it builds)
+    Ops.AND: _binary("&", "&&"), Ops.OR: _binary("|", "||"), Ops.XOR: _binary("^", "!="),
     Ops.SHL: _binary("<<"), Ops.SHR: _binary(">>"),
     Ops.WHERE: lambda w, dtype, c, a, b: f"({c}?{a}:{b})",
     Ops.MULACC: lambda w, dtype, a, b, c: w.multiply_add(dtype, a, b, c),

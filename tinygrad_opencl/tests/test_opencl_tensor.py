@@ -63,3 +63,13 @@ def test_mlp_training_follows_the_reference_backend():
     cl_losses, reference = _train("CL"), _train("PYTHON")
     np.testing.assert_allclose(cl_losses, reference, rtol=1e-4)
     assert cl_losses[-1] < cl_losses[0]
+
+
+def test_logic_on_one_bool_each_runs():
+    # rendered as C's &, a kernel whose one op is the & of two bools went missing from the binary PoCL built from it
+    # (INVALID_KERNEL_NAME, a crash at launch); bools are rendered as logic (&&, ||, !=)
+    a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+    for i in range(4):
+        x, y = Tensor(a[i:i + 1], device="CL"), Tensor(b[i:i + 1], device="CL")
+        assert (x & y).numpy()[0] == (a[i] & b[i]) and (x | y).numpy()[0] == (a[i] | b[i])
+        assert (x ^ y).numpy()[0] == (a[i] ^ b[i])
