@@ -84,3 +84,52 @@ def test_index_arithmetic_with_negative_offsets_inside_loops_is_right():
     out = Tensor(x).conv2d(Tensor(w), padding=2).numpy()
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2))), (3, 3), (2, 3))
     np.testing.assert_allclose(out, np.einsum("bchwij,ocij->bohw", windows, w), rtol=1e-5, atol=1e-5)
+
+
+LANES = Device["CPU"].renderer.simd_width // 4
+
+
+def test_a_sum_over_an_nchw_and_an_nhwc_operand_takes_vectors_across_the_channels():
+    # a batchnorm's backward over 14x14 maps: the gradient g is NCHW (rows of 14, shorter than a vector), x is NHWC
+    # (a step of 16 along a row): before, neither layout won and each channel was one serial chain of additions;
+    # now two channels at a time (a whole vector of them gathers 16 rows of g: slow when g comes from memory)
+    g = rng.standard_normal((16, 16, 14, 14), dtype=np.float32)
+    x = rng.standard_normal((16, 14, 14, 16), dtype=np.float32)
+    a, c = (rng.standard_normal((1, 16, 1, 1), dtype=np.float32) for _ in range(2))
+    out = (Tensor(g) * ((Tensor(x).permute(0, 3, 1, 2) + Tensor(a)) * Tensor(c))).sum((0, 2, 3), keepdim=True)
+    assert opts_of(out).upcast == ((1, 2),)
+    want = (g * ((x.transpose(0, 3, 1, 2) + a) * c)).sum((0, 2, 3), keepdims=True, dtype=np.float64)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_long_weight_gradient_gets_the_largest_tile():
+    # a convolution's weight gradient as a matmul over 6272 pixels (the MNIST CNN's r_1_1_32_144): few outputs,
+    # each a long sum; 8 rows x 16 columns of accumulators instead of 4 x 16 (707 -> 531 us)
+    a = rng.standard_normal((6272, 32), dtype=np.float32)
+    b = rng.standard_normal((6272, 144), dtype=np.float32)
+    out = Tensor(a).T @ Tensor(b)
+    assert sorted(amount for _, amount in opts_of(out).upcast) == [8, min(LANES, 16)]
+    np.testing.assert_allclose(out.numpy(), a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-2)
+
+
+def batchnorm_input_gradient_sum(width: int):
+    """The 8-buffer sum of a batchnorm's backward over maps width x width: 7 loads, two of them moving."""
+    x, y = (rng.standard_normal((32, 32, width, width), dtype=np.float32) for _ in range(2))
+    a, b, c, d, e = (rng.standard_normal((1, 32, 1, 1), dtype=np.float32) for _ in range(5))
+    out = -(((Tensor(x) + Tensor(a) - Tensor(b)) * Tensor(c)) * 2 + Tensor(y) * Tensor(d) * Tensor(e)).sum(
+        (0, 2, 3), keepdim=True)
+    want = -((((x + a) - b) * c) * 2 + y * d * e).sum((0, 2, 3), keepdims=True, dtype=np.float64)
+    return out, want
+
+
+@pytest.mark.skipif(LANES != 16, reason="rows of two AVX-512 vectors")
+def test_rows_of_two_vectors_in_a_long_body_are_unrolled_by_half():
+    # unrolled by a whole vector, LLVM vectorised the loop over rows instead and gathered every lane (7x slower)
+    out, want = batchnorm_input_gradient_sum(32)
+    runner = CompiledRunner("CPU", out.schedule()[-1].ast)
+    assert runner.opts.unroll == 8
+    assert "gather" not in Device["CPU"].compiler.disassemble(runner.src)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-2)
+    # a short body over the same rows keeps a whole vector
+    x, g = (rng.standard_normal((32, 32, 32, 32), dtype=np.float32) for _ in range(2))
+    assert opts_of((Tensor(g) * Tensor(x)).sum((0, 2, 3), keepdim=True)).unroll == 16
