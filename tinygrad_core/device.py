@@ -4,6 +4,7 @@ The core reaches hardware only through these classes; which ones exist is decide
 from __future__ import annotations
 import functools
 import os
+import weakref
 from typing import Any
 import numpy as np
 from tinygrad_core.cache import entry_path, package_digest, read_entry, write_entry
@@ -238,19 +239,26 @@ class Buffer:
             self._opaque, self._shared = None, False
 
     def _release(self):
-        if self._shared:           # the array holds the memory: it isn't the allocator's to hand out again
+        if self._shared and self._held():      # the array holds the memory: it isn't the allocator's to hand out again
             self.allocator.in_use -= self.nbytes
         else:
             self.allocator.free(self._opaque, self.nbytes)
 
+    def _held(self) -> bool:
+        """An array shares the memory: the one the buffer was made from (_shared is True), or the one host_view gave
+        (_shared is a weak reference to it: once that array and every view of it are gone, the memory is the buffer's
+        alone again, and a write needs no copy: loss.item() every step would otherwise cost an allocation each)."""
+        return self._shared is True or self._shared() is not None
+
     def prepare_write(self) -> Buffer:
         """Called before anything writes into the buffer: memory shared with a numpy array is replaced by a copy of
         its own (a kernel may read what it overwrites, e.g. x.assign(x + 1))."""
-        if self._shared:
+        if self._shared and self._held():
             own = self.allocator.alloc(self.nbytes)
             self.allocator.copyin(own, self.allocator.as_buffer(self._opaque))
             self._release()
-            self._opaque, self._shared = own, False
+            self._opaque = own
+        self._shared = False
         return self
 
     def copyin(self, data: np.ndarray) -> Buffer:
@@ -278,7 +286,8 @@ class Buffer:
             return self.numpy()
         Device[self.device].synchronize()
         out = np.frombuffer(self.allocator.as_buffer(self.opaque), dtype=self.dtype.np, count=self.size)
-        self._shared = True
+        # (a second array while the first lives: one reference can't follow both, so the memory counts as held)
+        self._shared = True if self._shared and self._held() else weakref.ref(out)
         out.flags.writeable = False
         return out
 
@@ -310,10 +319,11 @@ class _Device:
         if isinstance(name, (tuple, list)):     # (the devices of a multi-device tensor; just one is that one, as tinygrad)
             names = tuple(map(self.canonicalize, name))
             return names if len(names) > 1 else names[0]
-        base, _, index = str(name or self.DEFAULT).upper().partition(":")
+        if (name := name or self.DEFAULT) in self._opened:   # (one in use is named canonically: every tensor asks)
+            return name
+        base, _, index = str(name).upper().partition(":")
         if base == "GPU":
-            gpus = [b for b in registry.usable() if b.spec.is_gpu]
-            if not gpus:
+            if not (gpus := [b for b in registry.usable() if b.spec.is_gpu]):
                 raise BackendUnavailable("no usable GPU backend: " + self._summary() +
                                          "; install one, e.g. pip install 'tinygrad-opencl[pocl]'")
             base = gpus[0].name
@@ -326,8 +336,7 @@ class _Device:
     def backend(self, base: str) -> Backend:
         registry.discover()
         name = base.upper()
-        found = registry.backends.get(name) or next((b for b in registry.broken if b.name == name), None)
-        if found is None:
+        if (found := registry.backends.get(name) or next((b for b in registry.broken if b.name == name), None)) is None:
             raise BackendUnavailable(f"unknown device {base!r}; known backends: {self._summary()}. "
                                      f"Install a backend (pip install tinygrad-cpu) or check the spelling")
         return found
@@ -353,8 +362,7 @@ class _Device:
     def DEFAULT(self) -> str:
         if (chosen := getenv("TINYGRAD_DEVICE", "") or getenv("DEV", "")):
             return self.canonicalize(chosen)
-        usable = registry.usable()
-        if not usable:
+        if not (usable := registry.usable()):
             raise BackendUnavailable(f"no usable backend: {self._summary()}; from a checkout of tinygrad-core: pip "
                                      f"install ./tinygrad_cpu (or ./plugins/tinygrad_python, the reference)")
         return usable[0].name

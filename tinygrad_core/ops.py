@@ -12,6 +12,7 @@ from tinygrad_core.dtype import DType, dtypes, INTS, f32_to_bf16, bf16_to_f32, t
 
 
 class Ops(Enum):
+    __hash__ = object.__hash__      # (Enum's hashes the name, in Python: every node's key holds an op)
     # --- elementwise (the ALU ops): they appear both in tensor graphs and in kernels ---
     EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); TRUNC = auto()  # noqa: E702
     ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
@@ -152,7 +153,9 @@ class Unique:
 
 
 class UOpMeta(type):
-    cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    # key -> a weak reference to the node: a plain dict of them (a WeakValueDictionary's Python layers cost more than
+    # making the node itself; the JIT makes new nodes on every replay)
+    cache: dict[tuple, weakref.ref] = {}
 
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src=(), arg=None):
         if op is Ops.CONST and dtype == dtypes.bool and isinstance(arg, (int, float)):
@@ -160,20 +163,19 @@ class UOpMeta(type):
         # -0.0 == 0.0 in Python, but they are different constants
         key = (op, dtype, src, (arg, math.copysign(1.0, arg)) if isinstance(arg, float) else arg)
         try:
-            if (found := UOpMeta.cache.get(key)) is not None:
+            if (ref := UOpMeta.cache.get(key)) is not None and (found := ref()) is not None:
                 return found
         except TypeError:          # an unhashable arg: don't share
-            return super().__call__(op, dtype, src, arg)
-        UOpMeta.cache[key] = made = super().__call__(op, dtype, src, arg)
+            key = None
+        made = cls.__new__(cls)     # (what __init__ would do, without the call)
+        made.op, made.dtype, made.src, made.arg, made._shape = op, dtype, src, arg, None
+        if key is not None:         # (when it dies, its entry goes, unless a node made since with its key holds it)
+            UOpMeta.cache[key] = weakref.ref(made, lambda ref, c=UOpMeta.cache, k=key: c.get(k) is ref and c.pop(k))
         return made
 
 
 class UOp(metaclass=UOpMeta):
-    __slots__ = ("op", "dtype", "src", "arg", "_shape", "__weakref__")
-
-    def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg=None):
-        self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
-        self._shape = None
+    __slots__ = ("op", "dtype", "src", "arg", "_shape", "__weakref__")     # (UOpMeta.__call__ sets them)
 
     def __repr__(self) -> str:
         if is_symbolic(self):

@@ -73,8 +73,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         self.uop: UOp = uop
         Tensor._live[next(_serials)] = self
         self.grad: Tensor | None = None
-        self.requires_grad: bool | None = None
-        self.requires_grad_(requires_grad)
+        self.requires_grad_(requires_grad)      # (sets self.requires_grad)
 
     # ---- basic properties ----
     @property
@@ -1084,10 +1083,8 @@ def _readers_of_overwritten(tensors) -> list[Tensor]:
 
 
 def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str | tuple) -> UOp:
-    if dtype == dtypes.bfloat16:
-        host = f32_to_bf16(np.asarray(array, dtype=np.float32))
-    else:
-        host = np.asarray(array).astype(dtype.np, copy=False)
+    host = f32_to_bf16(np.asarray(array, dtype=np.float32)) if dtype == dtypes.bfloat16 else \
+        np.asarray(array).astype(dtype.np, copy=False)
     return replicated(lambda d: buffer_uop(Buffer.from_host(d, host, dtype)).reshape(host.shape), device)
 
 

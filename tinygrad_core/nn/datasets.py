@@ -33,8 +33,7 @@ def data_dir(path: str | os.PathLike | None = None) -> pathlib.Path:
 
 
 def _fetch_mnist_file(folder: pathlib.Path, name: str, download: bool, mirrors=MNIST_MIRRORS) -> pathlib.Path:
-    path = folder / name
-    if path.exists():
+    if (path := folder / name).exists():
         return path
     if not download:
         raise FileNotFoundError(f"MNIST file {path} is missing; call with download=True or put the four files "

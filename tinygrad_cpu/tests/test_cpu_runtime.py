@@ -193,3 +193,19 @@ def test_shared_memory_is_counted_and_never_reused_while_an_array_holds_it():
     assert allocator.in_use == before
     fresh = Buffer("CPU", 1 << 16, dtypes.float32, initial=np.full(1 << 16, 5, np.float32))
     assert view[0] == 2.0 and fresh.numpy()[0] == 5.0
+
+
+def test_memory_read_out_and_let_go_is_written_in_place():
+    """Once host_view's array (and every view of it) is gone, as after loss.item() each step, the next write needs no
+    copy: the buffer keeps its memory. While an array lives, the write copies and the array keeps its values."""
+    from tinygrad_core.device import Buffer
+    from tinygrad_core.dtype import dtypes
+    buf = Buffer("CPU", 4, dtypes.float32, initial=np.arange(4, dtype=np.float32))
+    memory = buf.opaque
+    assert buf.host_view()[1] == 1.0
+    buf.copyin(np.full(4, 7, np.float32))
+    assert buf.opaque is memory and buf.numpy().tolist() == [7.0] * 4
+    first, second = buf.host_view(), buf.host_view()[:2]       # (two arrays: the second's view outlives the first)
+    del first
+    buf.copyin(np.zeros(4, np.float32))
+    assert buf.opaque is not memory and second.tolist() == [7.0, 7.0] and buf.numpy().tolist() == [0.0] * 4
