@@ -26,6 +26,9 @@ THREADS = ContextVar("TINYGRAD_CPU_THREADS", 0)    # threads a kernel may use; 0
 # then timed, and the split is kept only if it beat one thread (CPUProgram.slices).
 PROBES = 3
 SHARE_OVER_WAKE = 2
+# A share this many times the wake-up is split with no trial: a split can't lose there, and its trial, among the first
+# launches, would time cold caches and first touches of new memory (a 1024 matmul's kept one thread: 100 GFLOP/s, not 180)
+SURE_OVER_WAKE = 64
 # Plans are made again after this many launches (of all kernels): the load on the machine when they were made, which
 # decides whether a split wins, may have passed.
 RECHECK = 8192
@@ -213,9 +216,10 @@ class CPUProgram(Program):
             int(min(threads, size, max(1.0, min(alone) / (SHARE_OVER_WAKE * _Launcher.wake_cost()))))
         step = ceildiv(size, count)
         split = [(start, min(start + step, size)) for start in range(0, size, step)]
-        if count > 1 and len(tried := self.split_s.get(size, ())) < PROBES:
+        sure = min(alone, default=0) >= count * SURE_OVER_WAKE * _Launcher.wake_cost()
+        if count > 1 and not sure and len(tried := self.split_s.get(size, ())) < PROBES:
             return split
-        plan = split if count == 1 or min(tried) < min(alone) else [(0, size)]
+        plan = split if count == 1 or sure or min(tried) < min(alone) else [(0, size)]
         self.plans[size, THREADS.value, _Launcher._wake_cost] = plan
         return plan
 
