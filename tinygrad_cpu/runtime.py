@@ -27,8 +27,8 @@ THREADS = ContextVar("TINYGRAD_CPU_THREADS", 0)    # threads a kernel may use; 0
 PROBES = 3
 SHARE_OVER_WAKE = 2
 # A share this many times the wake-up is split with no trial: a split can't lose there, and its trial, among the first
-# launches, would time cold caches and first touches of new memory (a 1024 matmul's kept one thread: 100 GFLOP/s, not 180)
-SURE_OVER_WAKE = 64
+# launches, would time cold caches and first touches of new memory (outside a JIT a 1024 matmul kept one thread)
+SURE_OVER_WAKE = 32
 # Plans are made again after this many launches (of all kernels): the load on the machine when they were made, which
 # decides whether a split wins, may have passed.
 RECHECK = 8192
