@@ -206,7 +206,7 @@ class CPUProgram(Program):
         if each of n threads' share would take SHARE_OVER_WAKE times the wake-up, its next PROBES are split n ways, and
         the split is kept only if its fastest launch beat the fastest on one thread: a split also pays for what the
         wake-up, measured on an empty kernel at one moment, misses (the data in this CPU's cache, a CPU other work
-        holds, a wake-up slower than measured)."""
+        holds, a wake-up slower than measured). A share of SURE_OVER_WAKE wake-ups or more is split with no trial."""
         if (plan := self.plans.get((size, THREADS.value, _Launcher._wake_cost))) is not None:   # (decided: a look-up)
             return plan
         threads, alone = thread_count(), self.one_thread.get(size, ())
@@ -216,7 +216,7 @@ class CPUProgram(Program):
             int(min(threads, size, max(1.0, min(alone) / (SHARE_OVER_WAKE * _Launcher.wake_cost()))))
         step = ceildiv(size, count)
         split = [(start, min(start + step, size)) for start in range(0, size, step)]
-        sure = min(alone, default=0) >= count * SURE_OVER_WAKE * _Launcher.wake_cost()
+        sure = count > 1 and min(alone) >= count * SURE_OVER_WAKE * _Launcher.wake_cost()     # (no trial)
         if count > 1 and not sure and len(tried := self.split_s.get(size, ())) < PROBES:
             return split
         plan = split if count == 1 or sure or min(tried) < min(alone) else [(0, size)]

@@ -95,14 +95,24 @@ def _launcher(runner, bufs: list, var_vals: dict, args: list[int]):
     return lambda memory, values: program(*[memory[i] for i in args], **sizes)
 
 
+def _buffers_read(tensors) -> set:
+    """The buffers the tensors' graphs (or their values) read."""
+    nodes = realize.reachable(t.uop for t in tensors)
+    return {r.base.arg[0] for u in nodes if (r := realized.get(u, u)).base.op is Ops.BUFFER}
+
+
+def _unrealized(tensors) -> list:
+    """The tensors without a buffer that can get one (not empty, no symbolic size)."""
+    return [t for t in tensors if buffer_of(t.uop) is None and t.numel() != 0 and not any(map(is_symbolic, t.shape))]
+
+
 def drop_unseen(recording: list, inputs: list, ret) -> list:
     """The recording without the kernels whose results no one can read after a replay. backward() fills .grad for
     every float tensor of the graph, the batch passed in too, and computes it before the step overwrites the weights
     it reads; a replay's inputs are other tensors, which get no .grad. So the kernels only the capture's input
     gradients read (an MLP's x.grad: a third of its step's matmul work) would compute what no one sees."""
     grads = {id(t.grad) for t in inputs if t.grad is not None} - {id(t) for t in _tensors_out(ret)}
-    nodes = realize.reachable(t.uop for t in list(Tensor._live.values()) if id(t) not in grads)
-    needed = {r.base.arg[0] for u in nodes if (r := realized.get(u, u)).base.op is Ops.BUFFER}
+    needed = _buffers_read(t for t in list(Tensor._live.values()) if id(t) not in grads)
     kept = []
     for kernel in reversed(recording):      # (a kernel that is kept needs what it reads)
         if kernel[1][0] in needed or not isinstance(kernel[0], realize.CompiledRunner):
@@ -117,8 +127,7 @@ def plan_memory(recording: list, inputs: set):
     memory of earlier ones whose last kernel ran before its first (the smallest that is large enough, else the
     largest, which then grows), as tinygrad's memory planner does. Returns the shared buffers, their memory given
     back: their values are dead between replays."""
-    nodes = realize.reachable(t.uop for t in list(Tensor._live.values()))
-    live = {r.base.arg[0] for u in nodes if (r := realized.get(u, u)).base.op is Ops.BUFFER} | inputs | \
+    live = _buffers_read(list(Tensor._live.values())) | inputs | \
         {buf for runner, bufs, _ in recording if not isinstance(runner, realize.CompiledRunner) for buf in bufs}
     first, last = {}, {}
     for i, (_, bufs, _) in enumerate(recording):
@@ -199,8 +208,7 @@ class TinyJit:
     def _capture(self, signature, inputs, args, kwargs):
         # lazy tensors that exist before the call (a layer's weights that nothing has realized yet) get buffers
         # now: computed inside the recorded kernels instead, they would keep their first value however they change
-        Tensor.realize_all(*[t for t in list(Tensor._live.values()) if buffer_of(t.uop) is None and t.numel() != 0 and
-                             not any(map(is_symbolic, t.shape))])
+        Tensor.realize_all(*_unrealized(list(Tensor._live.values())))
         before = dict(random_offset_buffers)
         # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
         # be computed, and so recorded, again, not found in schedule.realized (a replay after the weights change would
@@ -211,8 +219,7 @@ class TinyJit:
         with realize.recorder as recording:
             ret = self.fn(*args, **kwargs)
             # a tensor the call changed and left lazy (w.assign(...) not realized) is changed by every replay too
-            Tensor.realize_all(*_tensors_out(ret), *[t for t in existing if buffer_of(t.uop) is None and t.numel()
-                                                     and not any(map(is_symbolic, t.shape))])
+            Tensor.realize_all(*_tensors_out(ret), *_unrealized(existing))
         for t in _tensors_out(ret):     # (a replay's outputs have no graph either: the activations under it can go)
             t.uop = realized_view(t.uop) or t.uop
         recording[:] = drop_unseen(recording, inputs, ret)
