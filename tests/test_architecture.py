@@ -116,7 +116,7 @@ def test_every_elementwise_op_has_conformance_cases():
 # Adding a fusion rule (tests/test_schedule.py's test_every_cut_rule_is_tested_here checks each has a test there)
 # ---------------------------------------------------------------------------------------------------------------
 CUT_RULE_PARAMETERS = {"NODE_CUTS": ["u"], "WALK_CUTS": ["plan", "root", "u", "repeated", "in_reduce"],
-                       "KERNEL_CUTS": ["root"], "LAYOUTS": ["u"]}
+                       "KERNEL_CUTS": ["plan", "root"], "LAYOUTS": ["u"]}
 
 
 @pytest.mark.parametrize("kind", sorted(CUT_RULE_PARAMETERS))

@@ -319,11 +319,32 @@ def test_cut_assign_reading_other_elements():
     x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
     flipped = x.flip(0) + 1
     write = x.assign(flipped)                           # in place, row 0 would read row 2 already overwritten
-    assert schedule._assign_reading_other_elements(write.uop) is flipped.uop
+    assert schedule._assign_reading_other_elements(schedule._Plan(), write.uop) is flipped.uop
     assert roots_of(write) == [flipped.uop, write.uop]
     assert_close(write.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4)[::-1] + 1)
     in_place = x.assign(x * 2)                          # each element reads only itself
-    assert schedule._assign_reading_other_elements(in_place.uop) is None and len(roots_of(in_place)) == 1
+    assert schedule._assign_reading_other_elements(schedule._Plan(), in_place.uop) is None
+    assert len(roots_of(in_place)) == 1
+
+
+def test_cut_assign_counts_only_what_its_own_kernel_reads():
+    # an SGD step in the same schedule as the forward pass: the gradient is a kernel of its own that reads the weight
+    # transposed; the update reads only that kernel's result and the weight in place, so it writes the weight directly
+    # (it was computed into a buffer of its own and copied over: one more kernel per parameter per step)
+    rng = np.random.default_rng(0)
+    x_np, w_np = rng.standard_normal((8, 5), dtype=np.float32), rng.standard_normal((3, 5), dtype=np.float32)
+    x, w = Tensor(x_np), Tensor(w_np, requires_grad=True)
+    loss = (x @ w.T).relu().sum()
+    loss.backward()
+    target = schedule.buffer_of(w.realize().uop)
+    update = w.assign(w - 0.1 * w.grad)
+    items = schedule.create_schedule([loss.uop, update.uop])
+    writes = [i for i in items if i.node is update.uop]
+    assert len(writes) == 1 and writes[0].bufs[0] is target
+    assert len(items) == 4, [i.node.op for i in items]     # the matmul, the gradient, the update, the loss
+    Tensor.realize_all(loss, update)
+    grad = (x_np @ w_np.T > 0).astype(np.float32).T @ x_np
+    assert_close(w.numpy(), w_np - 0.1 * grad, rtol=1e-5, atol=1e-6)
 
 
 def simd_cpu_only():

@@ -105,7 +105,7 @@ def _find_roots(outs: list[UOp], order: list[UOp]) -> _Plan:
         plan.cut(r)
     for root in plan.roots:            # (grows while walked)
         _walk_kernel(plan, root)
-        for cut in filter(None, (rule(root) for rule in KERNEL_CUTS)):
+        for cut in filter(None, (rule(plan, root) for rule in KERNEL_CUTS)):
             plan.cut(cut)
     return plan
 
@@ -164,8 +164,10 @@ def _costly_work_read_by_two_kernels(plan: _Plan, root: UOp, u: UOp, repeated: b
         _elementwise_work(u, plan.is_root) >= COSTLY_ELEMENTWISE else None
 
 
-def _assign_reading_other_elements(root: UOp) -> UOp | None:
-    """x.assign(f(x)) is safe when f reads x only at the element being written; otherwise f(x) is computed first."""
+def _assign_reading_other_elements(plan: _Plan, root: UOp) -> UOp | None:
+    """x.assign(f(x)) is safe when f reads x only at the element being written; otherwise f(x) is computed first.
+    Only what this kernel reads counts: other kernels (an optimizer's update reads the forward pass, which read the
+    weight transposed) have run before the write."""
     if root.op is not Ops.ASSIGN:
         return None
     node = _resolve(root.src[0])
@@ -173,7 +175,8 @@ def _assign_reading_other_elements(root: UOp) -> UOp | None:
     while node.op in GroupOp.MOVEMENT:
         node = node.src[0]
         view_chain.add(node)
-    reads = [u for u in map(_resolve, root.src[1].toposort()) if u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER]
+    reads = [u for u in _reached([root.src[1]], lambda u: u.op is Ops.BUFFER or u in plan.is_root and u is not root)
+             if u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER]
     return _resolve(root.src[1]) if any(u.base is node and u not in view_chain for u in reads) else None
 
 
