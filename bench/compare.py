@@ -27,13 +27,15 @@ from compare_workloads import workload_names  # noqa: E402
 WORKER = os.path.join(HERE, "compare_workloads.py")
 FRAMEWORKS = ("tinygrad_core", "numpy", "torch", "tinygrad")
 FIRST_COLD, FIRST_WARM = "MLP first step, empty cache", "MLP first step, warm cache"
-# the issue's targets for tinygrad_core: (workload, reference column, least speed ratio, how it reads)
+# the floors the speed issue sets for tinygrad_core: (workload, reference column, least speed ratio, how it reads);
+# its epoch floors (MLP within 1.2x PyTorch, MNIST CNN within 1.5x) are bench/epochs.py's
 TARGETS = {
-    "matmul 1024": [("numpy", 0.6, ">= 0.6x numpy")],
+    "matmul 512": [("numpy", 0.8, ">= 0.8x numpy")],
+    "matmul 1024": [("numpy", 0.8, ">= 0.8x numpy")],
     "matmul 2048": [("numpy", 0.6, ">= 0.6x numpy")],
     "fused chain 16M": [("numpy", 1.0, "faster than numpy"), ("torch", 1.0, "and than PyTorch")],
-    "MLP train step": [("torch", 1 / 1.5, "within 1.5x PyTorch")],
-    "CNN train step": [("torch", 1 / 3, "within 3x PyTorch")],
+    "MLP train step": [("torch", 1 / 1.2, "within 1.2x PyTorch")],
+    "CNN train step": [("torch", 1 / 1.2, "within 1.2x PyTorch")],
 }
 SECONDS_TARGETS = {FIRST_COLD: (1.5, "< 1.5 s"), FIRST_WARM: (0.3, "< 0.3 s")}
 DEVICE_ENV_VARS = ("DEV", "TINYGRAD_DEVICE", "CPU", "LLVM", "CLANG", "CACHEDB", "TINYGRAD_CACHE_DIR")
@@ -228,7 +230,7 @@ def markdown_tables(report: dict) -> str:
     short = {"tinygrad_core": "core", "numpy": "numpy", "torch": "torch", "tinygrad": "tinygrad"}
     lines += ["", ("Speed ratios (> 1: the first is faster; `tinygrad` is its best device here, "
                    f"{labels['tinygrad'] or 'none'}):"), "",
-              "| workload | " + " | ".join(f"{short[a]} / {short[b]}" for a, b in pairs) + " | issue-3 target (core) |",
+              "| workload | " + " | ".join(f"{short[a]} / {short[b]}" for a, b in pairs) + " | speed-issue floor (core) |",
               "|---|" + "---:|" * len(pairs) + "---|"]
     for workload, unit in workloads:
         ratios = [speed_ratio(unit, value_of(results, labels.get(a), workload),
