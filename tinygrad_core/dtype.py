@@ -146,8 +146,7 @@ def least_upper_dtype(*dts: DType) -> DType:
         return max(pool, key=lambda d: d.priority)
     if top_kind == 0:
         return dtypes.bool
-    signed = [d for d in pool if d not in UNSIGNED]
-    unsigned = [d for d in pool if d in UNSIGNED]
+    signed, unsigned = [d for d in pool if d not in UNSIGNED], [d for d in pool if d in UNSIGNED]
     if not signed or not unsigned:
         return max(pool, key=lambda d: d.priority)
     need = max(max(d.itemsize for d in signed), 2 * max(d.itemsize for d in unsigned))

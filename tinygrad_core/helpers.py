@@ -43,8 +43,8 @@ class ContextVar:
     def __bool__(self):
         return bool(self.value)
 
-    def __lt__(self, other):
-        return self.value < other
+    def __ge__(self, other):        # (the one written out: `DEBUG >= 2` is asked around every launch)
+        return self.value >= other
 
     def __eq__(self, other):
         return self.value == other
@@ -148,16 +148,15 @@ def make_tuple(x, n: int) -> tuple:
 
 def broadcast_shape(*shapes) -> tuple[int, ...]:
     """The shape numpy broadcasting gives shapes (right-aligned; a size-1 axis stretches to the other size)."""
+    if shapes and all(s == shapes[0] for s in shapes):      # (equal shapes, most ops' operands, give themselves)
+        return tuple(shapes[0])
     ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    out = []
-    for sizes in zip(*padded):
-        non_one = {s for s in sizes if s != 1}
-        if len(non_one) > 1:
-            raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together "
-                             f"(sizes {sorted(non_one)} clash in one dimension); reshape one of them")
-        out.append(non_one.pop() if non_one else 1)
-    return tuple(out)
+    # per axis, the sizes other than 1: at most one, the axis's size
+    sizes = [{s for s in axis if s != 1} for axis in zip(*[(1,) * (ndim - len(s)) + tuple(s) for s in shapes])]
+    if (clash := next((axis for axis in sizes if len(axis) > 1), None)) is not None:
+        raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} can't be broadcast together "
+                         f"(sizes {sorted(clash)} clash in one dimension); reshape one of them")
+    return tuple(next(iter(axis), 1) for axis in sizes)
 
 
 def ceildiv(a: int, b: int) -> int:

@@ -168,14 +168,14 @@ class UOpMeta(type):
         except TypeError:          # an unhashable arg: don't share
             key = None
         made = cls.__new__(cls)     # (what __init__ would do, without the call)
-        made.op, made.dtype, made.src, made.arg, made._shape = op, dtype, src, arg, None
+        made.op, made.dtype, made.src, made.arg, made._shape, made._device = op, dtype, src, arg, None, None
         if key is not None:         # (when it dies, its entry goes, unless a node made since with its key holds it)
             UOpMeta.cache[key] = weakref.ref(made, lambda ref, c=UOpMeta.cache, k=key: c.get(k) is ref and c.pop(k))
         return made
 
 
 class UOp(metaclass=UOpMeta):
-    __slots__ = ("op", "dtype", "src", "arg", "_shape", "__weakref__")     # (UOpMeta.__call__ sets them)
+    __slots__ = ("op", "dtype", "src", "arg", "_shape", "_device", "__weakref__")     # (UOpMeta.__call__ sets them)
 
     def __repr__(self) -> str:
         if is_symbolic(self):
@@ -214,17 +214,15 @@ class UOp(metaclass=UOpMeta):
             node, expanded = stack.pop()
             if expanded:
                 order.append(node)
-                continue
-            if node in seen:
-                continue
-            seen.add(node)
-            stack.append((node, True))
-            stack.extend((s, False) for s in reversed(node.src) if s not in seen)
+            elif node not in seen:
+                seen.add(node)
+                stack.append((node, True))
+                stack.extend((s, False) for s in reversed(node.src) if s not in seen)
         return order
 
     def replace(self, **changes) -> UOp:
-        fields = dict(op=self.op, dtype=self.dtype, src=self.src, arg=self.arg) | changes
-        return UOp(fields["op"], fields["dtype"], fields["src"], fields["arg"])
+        get = changes.get
+        return UOp(get("op", self.op), get("dtype", self.dtype), get("src", self.src), get("arg", self.arg))
 
     # ---- shapes (tensor graph nodes only) ----
     @property
@@ -235,13 +233,15 @@ class UOp(metaclass=UOpMeta):
 
     @property
     def device(self) -> str:
-        node = self
-        while True:
-            if node.op in (Ops.BUFFER, Ops.MULTI):      # (a multi-device value: the tuple of its parts' devices)
-                return node.arg[0].device if node.op is Ops.BUFFER else tuple(s.device for s in node.src)
-            if node.op in (Ops.DEVICE, Ops.COPY):
-                return node.arg
-            node = node.src[0]
+        # kept on the node, as its shape (both follow from the immutable node): every op asks its operands' device,
+        # and a chain of n ops walked n nodes down to its buffer each time. (A multi-device value's: its parts'.)
+        if self._device is None:
+            node = self
+            while node._device is None and node.op not in (Ops.BUFFER, Ops.MULTI, Ops.DEVICE, Ops.COPY):
+                node = node.src[0]
+            self._device = node._device or (node.arg[0].device if node.op is Ops.BUFFER else
+                                            tuple(s.device for s in node.src) if node.op is Ops.MULTI else node.arg)
+        return self._device
 
     @property
     def base(self) -> UOp:

@@ -123,12 +123,13 @@ def _walk_kernel(plan: _Plan, root: UOp):
         if (u, repeated) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in plan.is_root and u is not root):
             continue
         walked.add((u, repeated))
-        if (cut := next((c for rule in WALK_CUTS if (c := rule(plan, root, u, repeated, in_reduce)) is not None),
-                        None)) is not None:
-            plan.cut(cut)
-            continue
-        stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS),
-                      in_reduce or (u if u.op is Ops.REDUCE_AXIS else None)) for s in u.src)
+        for rule in WALK_CUTS:
+            if (cut := rule(plan, root, u, repeated, in_reduce)) is not None:
+                plan.cut(cut)
+                break
+        else:
+            reduce = in_reduce or (u if u.op is Ops.REDUCE_AXIS else None)
+            stack.extend((s, repeated or u.op in (Ops.EXPAND, Ops.REDUCE_AXIS), reduce) for s in u.src)
 
 
 # ---- the cut rules ----
@@ -151,9 +152,11 @@ def _repeated_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: 
 def _costly_work_broadcast_into_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: UOp | None):
     """Costly elementwise work that a reduce reads through an EXPAND: a batchnorm's backward feeding a convolution's
     gradients would be recomputed for every input channel and kernel position. Views alone are not copied out: a copy
-    of a convolution's windows would be 9x its input, and read in a worse order than the input itself."""
-    if u.op is Ops.EXPAND and in_reduce and _elementwise_work(expanded := _under_views(u.src[0]), plan.is_root) >= \
-            COSTLY_ELEMENTWISE and _elementwise_work(expanded, plan.is_root, views=False) > 0:
+    of a convolution's windows would be 9x its input, and read in a worse order than the input itself. (A buffer or a
+    reduce under the views, as a matmul's operands are, is no work: _elementwise_work stops there.)"""
+    if u.op is Ops.EXPAND and in_reduce and (expanded := _under_views(u.src[0])).op not in (Ops.BUFFER,
+            Ops.REDUCE_AXIS) and _elementwise_work(expanded, plan.is_root) >= COSTLY_ELEMENTWISE and \
+            _elementwise_work(expanded, plan.is_root, views=False) > 0:
         return expanded
 
 
@@ -193,7 +196,7 @@ def _lay_out(outs: list[UOp], order: list[UOp]) -> tuple[list[UOp], list[UOp], d
     backward alike: the passes see whatever graph reaches the scheduler."""
     new: dict[UOp, UOp] = {}
     for u in order:
-        v = u.replace(src=tuple(new.get(s, s) for s in u.src)) if any(s in new for s in u.src) else u
+        v = u.replace(src=tuple(new.get(s, s) for s in u.src)) if new and any(s in new for s in u.src) else u
         if (v := next((f for rule in LAYOUTS if (f := rule(v)) is not None), v)) is not u:
             new[u] = v
     outs = [new.get(u, u) for u in outs]
@@ -220,10 +223,13 @@ def _pack_panels(u: UOp) -> UOp | None:
             not Device[u.device].renderer.simd_width:
         return None
     cast, product = (u.src[0], u.src[0].src[0]) if u.src[0].op is Ops.CAST else (None, u.src[0])  # (fp16 adds in fp32)
+    # w's columns are the output's axis k - 1 (w seen through views, then the product, which has w's type): every sum
+    # over a last axis is asked, so the sizes that rule packing out are checked before the operands are looked at
+    if k < 1 or not isinstance(n := u.shape[k - 1], int) or n % PANEL or n * product.dtype.itemsize < FAR_ROWS_BYTES:
+        return None
     for i, (side, other) in enumerate((product.src, product.src[::-1]) if product.op is Ops.MUL else ()):
         w, (rows, cols) = _rows_and_columns(side.src[0] if side.op is Ops.EXPAND else side) or (None, (-1, 0))
-        if (rows, cols) != (k, k - 1) or not isinstance(n := w.shape[1], int) or n % PANEL or \
-                n * w.dtype.itemsize < FAR_ROWS_BYTES or other.op is not Ops.EXPAND or other.src[0].shape[cols] != 1:
+        if (rows, cols) != (k, k - 1) or other.op is not Ops.EXPAND or other.src[0].shape[cols] != 1:
             continue
         panels = w.reshape((w.shape[0], n // PANEL, PANEL)).permute((1, 0, 2))      # (n/PANEL, k, PANEL)
         panels = UOp(Ops.CONTIGUOUS, w.dtype, (panels,)).broadcast_to(shape := product.shape[:cols] + panels.shape)
@@ -263,8 +269,7 @@ def _build_items(roots: list[UOp], is_root: set[UOp], was: dict[UOp, UOp]) -> li
     """One item per root, in run order, named by the program's node it computes (`was`, for a node laid out anew).
     Each root is planned to be read from its output buffer by the items after it; run_schedule publishes that to
     `realized` once the item has run."""
-    planned: dict[UOp, UOp] = {}
-    items = []
+    planned, items = {}, []
     for root in roots:
         # a symbolic size gets a buffer for its largest value, so one buffer serves every value (TinyJit)
         out = None if root.op is Ops.ASSIGN else Buffer(root.device, sym.max_value(prod(root.shape)), root.dtype)
@@ -283,8 +288,9 @@ def _build_items(roots: list[UOp], is_root: set[UOp], was: dict[UOp, UOp]) -> li
 def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UOp]:
     """Kernels in run order: each after the kernels it reads, and every kernel that reads a buffer's old value before
     the ASSIGN that overwrites it (else a weight's gradient could read the weight already updated by the optimizer)."""
-    after: dict[UOp, set[UOp]] = {}
-    readers: dict[Buffer, set[UOp]] = {}
+    if len(roots) == 1:     # (one kernel, the most common schedule, reads no other and is its own order)
+        return roots
+    after, readers = {}, {}     # root -> the roots it reads; buffer -> the roots that read it
     for root in roots:
         read = _reached(root.src if root.op is Ops.COPY else _kernel_inputs(root),
                         lambda u, root=root: u.op is Ops.BUFFER or u in is_root and u is not root)
@@ -294,8 +300,7 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
     for root in roots:
         if root.op is Ops.ASSIGN and (target := buffer_of(root.src[0])) is not None:
             after[root] |= readers.get(target, set()) - {root}
-    ordered: list[UOp] = []
-    placed: dict[UOp, bool] = {}        # False while a root's dependencies are being placed, True once it is placed
+    ordered, placed = [], {}    # placed: False while a root's dependencies are being placed, True once it is
     stack = [(None, iter(sorted(roots, key=position.__getitem__)))]     # (None: the end, after every root)
     while stack:
         u, pending = stack[-1]
@@ -359,8 +364,8 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
         return None
     if root.op is Ops.COPY:
         return ScheduleItem(root, [out] + [buffer_of(s, planned) for s in root.src], root)
-    bufs: list[Buffer] = [out]
-    globals_by_buffer, memo, var_vals = {}, {}, {}     # var_vals: the values of the Variables unbound from sizes
+    # bufs: out, then each buffer read, in DEFINE_GLOBAL order; var_vals: the values of the Variables unbound from sizes
+    bufs, globals_by_buffer, memo, var_vals = [out], {}, {}, {}
 
     def load(buf: Buffer, size=None) -> UOp:
         if buf not in globals_by_buffer:
@@ -390,8 +395,10 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
                 # doesn't depend on the size of the buffer it is given
                 inner = load(bufs[inner.src[0].arg], prod(shape))
             made = inner.reshape(shape)
-        else:   # sizes in movement ops lose their values: the kernel is the same for every value of a Variable
-            made = u.replace(src=tuple(to_ast(s) for s in u.src), arg=sym.unbind(u.arg, var_vals))
+        else:   # sizes in movement ops lose their values: the kernel is the same for every value of a Variable (other
+            # ops' args hold no sizes)
+            arg = sym.unbind(u.arg, var_vals) if u.op in GroupOp.MOVEMENT else u.arg
+            made = UOp(u.op, u.dtype, tuple(map(to_ast, u.src)), arg)
         memo[u] = made
         return made
 

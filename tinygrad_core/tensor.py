@@ -17,7 +17,7 @@ from tinygrad_core.helpers import argfix, broadcast_shape, prod
 from tinygrad_core.ops import Ops, UOp, Unique, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
-from tinygrad_core.engine.realize import kept_nodes, recorder, run_schedule
+from tinygrad_core.engine.realize import kept_nodes, reachable, recorder, run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
@@ -44,8 +44,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def __init__(self, data, device: str | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):
         dtype = to_dtype(dtype) if dtype is not None else None
-        device = Device.canonicalize(device)
-        if is_symbolic(data):      # a Variable's value as a 0-d tensor
+        # (a graph node has its device: not asking for the default saves most of the cost of an op's result)
+        symbolic = is_symbolic(data)
+        device = Device.canonicalize(device) if device is not None or symbolic or not isinstance(data, UOp) else None
+        if symbolic:      # a Variable's value as a 0-d tensor
             uop = UOp.const(dtype or dtypes.default_int, data, device)
         elif isinstance(data, UOp):
             # under no_grad, results are constants to autograd (as in PyTorch)
@@ -143,8 +145,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         dropping = {id(t) for t in tensors if not needs_graph(t)}
         # (a multi-device tensor is scheduled as its parts, one graph per device: multi.py)
         schedule, outs = create_schedule(uops := lowered([t.uop for t in tensors])), {id(t) for t in tensors}
-        live = [t for t in list(Tensor._live.values()) if id(t) not in outs]
-        run_schedule(schedule, kept_nodes(schedule, uops, [t.uop for t in tensors if id(t) not in dropping], live))
+        run_schedule(schedule, kept_nodes(schedule, uops, [t.uop for t in tensors if id(t) not in dropping],
+                                          lambda: [t for t in list(Tensor._live.values()) if id(t) not in outs]))
         for t in tensors:
             if (view := realized_view(t.uop)) is not None and id(t) in dropping:
                 t.uop = view
@@ -299,7 +301,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                 dtype = dtypes.default_float
             elif isinstance(x, int) and not isinstance(x, bool) and dtype == dtypes.bool:
                 dtype = dtypes.default_int
-            x = Tensor(UOp.const(dtype, x, self.device))
+            x = Tensor(UOp.const(dtype, x, self.device).broadcast_to(self.shape))
         a, b = self.cast(dtype), x.cast(dtype)
         shape = broadcast_shape(a.shape, b.shape)
         a, b = a._broadcast_to(shape), b._broadcast_to(shape)
@@ -646,12 +648,13 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def reshape(self, shape, *args) -> Tensor:
         """A new shape with the same elements; -1 is inferred, None keeps the size at that position (tinygrad)."""
         shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
-        for s in shape:
-            if isinstance(s, bool) or not (isinstance(s, (int, np.integer)) or is_symbolic(s)):
-                raise TypeError(f"reshape sizes must be ints, got {type(s).__name__} {s!r} in {shape}")
-        shape = tuple(s if is_symbolic(s) else int(s) for s in shape)
-        if any(map(is_symbolic, shape + self.shape)):
-            return self._reshape_symbolic(shape)
+        if not all(type(s) is int for s in shape + self.shape):     # (plain ints, the common case, need no checks)
+            for s in shape:
+                if isinstance(s, bool) or not (isinstance(s, (int, np.integer)) or is_symbolic(s)):
+                    raise TypeError(f"reshape sizes must be ints, got {type(s).__name__} {s!r} in {shape}")
+            shape = tuple(s if is_symbolic(s) else int(s) for s in shape)
+            if any(map(is_symbolic, shape + self.shape)):
+                return self._reshape_symbolic(shape)
         if shape.count(-1) > 1:
             raise RuntimeError(f"can't reshape {self.shape} to {shape}: only one dimension can be -1")
         if -1 in shape:
@@ -1073,11 +1076,9 @@ def _graph_keeper():
 def _readers_of_overwritten(tensors) -> list[Tensor]:
     """Lazy tensors elsewhere that read a buffer these tensors' ASSIGNs overwrite. They are computed in the same
     schedule, before the write (PyTorch would have computed them already): e.g. the loss, after optimizer.step()."""
-    chosen = set(map(id, tensors))
-    targets = {u.src[0].base for t in tensors for u in t.uop.toposort() if u.op is Ops.ASSIGN}
-    if not targets:
+    if not (targets := {u.src[0].base for u in reachable([t.uop for t in tensors]) if u.op is Ops.ASSIGN}):
         return []
-    reads = _reaches(targets)
+    chosen, reads = set(map(id, tensors)), _reaches(targets)
     return [t for t in list(Tensor._live.values()) if id(t) not in chosen and buffer_of(t.uop) is None and reads(t.uop)]
 
 

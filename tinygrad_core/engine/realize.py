@@ -157,14 +157,18 @@ def reachable(roots, stop=frozenset()) -> set[UOp]:
     return seen
 
 
-def kept_nodes(schedule: list[ScheduleItem], outs: list[UOp], graphs: list[UOp], live: list) -> set[UOp]:
+def kept_nodes(schedule: list[ScheduleItem], outs: list[UOp], graphs: list[UOp], live) -> set[UOp]:
     """The nodes whose values may be read after the schedule: outs; all of graphs (outputs keeping theirs for a later
-    backward); and what the other live tensors' graphs read, down to what is computed by now. The tensors a custom
-    op in outs' graphs keeps for its backward (detached values: they take no gradient) go with that graph."""
+    backward); and what the other live tensors' graphs read (live() lists them), down to what is computed by now. The
+    tensors a custom op in outs' graphs keeps for its backward (detached values: they take no gradient) go with that
+    graph. Only the schedule's nodes are ever looked up (_frees_after): when all are outs, outs is the answer."""
+    kept = set(outs)
+    if all(item.node in kept for item in schedule):
+        return kept
     computed = {item.node for item in schedule} | set(realized.keys())
     fns = [vars(u.arg).values() for u in reachable(outs) if u.op is Ops.CUSTOM]
     owned = {id(t) for values in fns for v in values for t in (v if isinstance(v, (tuple, list)) else (v,))}
-    return reachable(graphs) | reachable((t.uop for t in live if id(t) not in owned), computed) | set(outs)
+    return reachable(graphs) | reachable((t.uop for t in live() if id(t) not in owned), computed) | kept
 
 
 def _frees_after(schedule: list[ScheduleItem], keep: set[UOp]) -> dict[int, list[list[ScheduleItem]]]:
