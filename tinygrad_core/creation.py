@@ -47,8 +47,7 @@ class CreationOps:
     def full(cls, shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
         shape = _checked_shape(argfix(shape) if isinstance(shape, (tuple, list)) else (shape,))
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-        const = UOp.const(dtype, fill_value, Device.canonicalize(device))
-        return cls(const.broadcast_to(shape), **kwargs)
+        return cls(UOp.const(dtype, fill_value, Device.canonicalize(device)).broadcast_to(shape), **kwargs)
 
     @classmethod
     def zeros(cls, *shape, **kwargs) -> Tensor:
@@ -60,8 +59,7 @@ class CreationOps:
 
     @classmethod
     def arange(cls, start, stop=None, step=1, device=None, dtype=None, **kwargs) -> Tensor:
-        if stop is None:
-            start, stop = 0, start
+        start, stop = (0, start) if stop is None else (start, stop)
         if step == 0:
             raise ValueError(f"arange step must be nonzero (start {start}, stop {stop})")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
@@ -88,8 +86,7 @@ class CreationOps:
     @classmethod
     def eye(cls, n: int, m: int | None = None, device=None, dtype=None, **kwargs) -> Tensor:
         n, m = _checked_shape((n, n if m is None else m))
-        rows = cls.arange(n, device=device).reshape(n, 1)
-        cols = cls.arange(m, device=device).reshape(1, m)
+        rows, cols = cls.arange(n, device=device).reshape(n, 1), cls.arange(m, device=device).reshape(1, m)
         return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
             kwargs.get("requires_grad"))
 

@@ -9,6 +9,7 @@ from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import broadcast_shape, make_tuple, prod
 from tinygrad_core.gradient import Function
 from tinygrad_core.ops import Ops, UOp, is_symbolic
+from tinygrad_core.schedule import buffer_of
 
 SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
@@ -211,11 +212,13 @@ class IndexingOps:
         hits, values = _scatter_hits(self, dim, index, src, "scatter_reduce")
         if hits is None:
             return self
-        picked = hits.where(values, {"prod": 1, "amax": dtypes.min(self.dtype), "amin": dtypes.max(self.dtype)}.get(
-            reduce, False if self.dtype == dtypes.bool else 0))
-        combined = getattr(picked, {"prod": "prod", "amax": "max", "amin": "min"}.get(reduce, "sum"))(-1)
-        if include_self:
-            combined = getattr(combined, {"prod": "mul", "amax": "maximum", "amin": "minimum"}.get(reduce, "add"))(self)
+        if reduce in ("amax", "amin"):
+            combined = _ScatterExtreme.apply(values._broadcast_to(hits.shape), self, hits, largest=reduce == "amax",
+                                             include_self=include_self)
+        else:
+            picked = hits.where(values, 1 if reduce == "prod" else False if self.dtype == dtypes.bool else 0)
+            combined = picked.prod(-1) if reduce == "prod" else picked.sum(-1)
+            combined = (combined * self if reduce == "prod" else combined + self) if include_self else combined
         if reduce == "mean":
             count = (hits.sum(-1) + int(include_self)).maximum(1).cast(self.dtype)
             combined = combined // count if not dtypes.is_float(self.dtype) else combined / count
@@ -225,11 +228,12 @@ class IndexingOps:
 def _pick(mask, values, axis, signed_zero: bool = False):
     """The one value where mask is True along axis (0 where none is). NaN and inf come through; -0.0 comes out as
     +0.0, as a sum's accumulator starts at +0.0, unless signed_zero asks for a max to pick the zeros (it can't
-    stand in for the sum: a max's gradient would be shared with the fill wherever the value is -inf)."""
+    stand in for the sum: a max's gradient would be shared with the fill wherever the value is -inf; it sees only
+    the zeros, as a NaN in it would make its unused gradient 0 / 0)."""
     out = mask.where(values, False if values.dtype == dtypes.bool else 0).sum(axis, dtype=values.dtype)
     if not signed_zero or not dtypes.is_float(values.dtype) or not mask.shape[axis]:
         return out
-    return (out == 0).where(mask.where(values, -float("inf")).max(axis), out)
+    return (out == 0).where((mask & (values == 0)).where(values, -float("inf")).max(axis), out)
 
 
 def _along_last(x, axis):
@@ -453,8 +457,7 @@ def getitem(t, indices):
         axis, index = tensors[0]
         return _Gather.apply(x, index.contiguous(), axis=axis)
     hits, index_shape = _index_mask(x, tensors)
-    axes = [a for a, _ in tensors]
-    others = [d for d in range(x.ndim) if d not in axes]
+    axes, others = [a for a, _ in tensors], [d for d in range(x.ndim) if d not in (a for a, _ in tensors)]
     other_shape, indexed = tuple(x.shape[d] for d in others), prod(x.shape[a] for a in axes)
     # as (selections, rest, indexed) with one reduce axis: the CPU opts tile a 2-D output well, while one shaped
     # (128, 1, 28, 28) (MNIST rows) got no tile; and leading index dims are merged before they move, as a reshape of
@@ -472,8 +475,7 @@ def setitem(t, indices, value):
     one-hot mask over the indexed dims), then assigned (in place when t is realized)."""
     x, tensors, undo = _basic(t, _normalize(t, indices))
     value = value if isinstance(value, type(t)) else type(t)(value, device=t.device, dtype=t.dtype)
-    axes = [a for a, _ in tensors]
-    others = [d for d in range(x.ndim) if d not in axes]
+    axes, others = [a for a, _ in tensors], [d for d in range(x.ndim) if d not in (a for a, _ in tensors)]
     selection = x.shape
     if tensors:
         hits, index_shape = _index_mask(x, tensors)
@@ -488,8 +490,7 @@ def setitem(t, indices, value):
     if not fits:
         raise ValueError(f"can't assign a value of shape {value.shape} to a selection of shape {selection} "
                          f"(t[{indices!r}] of a tensor of shape {t.shape}): it must broadcast to the selection")
-    value = value.cast(t.dtype)._broadcast_to(selection)
-    written = t.full(x.shape, True, device=t.device)
+    value, written = value.cast(t.dtype)._broadcast_to(selection), t.full(x.shape, True, device=t.device)
     if tensors:
         if not prod(selection):
             return
@@ -502,7 +503,8 @@ def setitem(t, indices, value):
         value = _pick(hits, value.reshape((count,) + (1,) * len(axes) + other_shape), 0)
         back = sorted(range(x.ndim), key=(axes + others).__getitem__)
         value, written = value.permute(back), hits.any(0)._broadcast_to(value.shape).permute(back)
-    t.assign(undo(written).where(undo(value.reshape(x.shape)), t))
+    # a lazy target takes the new graph (its gradient then reaches t's inputs and the value), a buffer is written
+    (t.assign if buffer_of(t.uop) is not None else t.replace)(undo(written).where(undo(value.reshape(x.shape)), t))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -573,3 +575,19 @@ class _Gather(Function):
         g = grad_output.reshape(grad_output.shape[:axis] + (count, 1) + grad_output.shape[axis + k:])
         hits = hits.reshape((1,) * axis + (count, n) + (1,) * (grad_output.ndim - axis - k))
         return hits.where(g, 0).sum(axis), None
+
+
+class _ScatterExtreme(Function):
+    """scatter_reduce's amax/amin of the values landing at each position (and of self's value, with include_self),
+    with torch's gradient: shared evenly by every value equal to the result (the fill where no value lands never
+    shares it, even when it equals an inf that does)."""
+    def forward(self, values, t, hits, largest: bool, include_self: bool):
+        picked = hits.where(values, dtypes.min(t.dtype) if largest else dtypes.max(t.dtype))
+        out = picked.max(-1) if largest else picked.min(-1)
+        out = (out.maximum(t) if largest else out.minimum(t)) if include_self else out
+        self.ties, self.self_tie = hits & _same(values, out.unsqueeze(-1)), _same(t, out) & include_self
+        return out
+
+    def backward(self, grad_output):
+        share = grad_output / (self.ties.sum(-1) + self.self_tie).maximum(1)
+        return self.ties.where(share.unsqueeze(-1), 0), self.self_tie.where(share, 0), None

@@ -118,6 +118,7 @@ class NNOps:
         if bias is not None and bias.shape != (out_channels,):
             raise RuntimeError(f"conv bias {bias.shape} should be ({out_channels},) for weight {weight.shape}")
 
+    @in_float32                      # (as torch: 16-bit products of large values would overflow before the sum)
     def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
         """Cross-correlation like torch.nn.functional.conv2d (also conv1d/conv3d by the weight's rank)."""
         cout, cin_group, *kernel = weight.shape
@@ -155,30 +156,29 @@ class NNOps:
             out = out.contiguous().contiguous_backward().permute(0, 1 + dims, *range(1, 1 + dims))
         return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
 
+    @in_float32
     def conv_transpose2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0):
-        """The gradient of conv2d with respect to its input, as torch.nn.functional.conv_transpose2d."""
+        """The gradient of conv2d with respect to its input, as torch.nn.functional.conv_transpose2d: each input
+        element times the kernel, added into the output at its strided position (no products with zeros spread
+        between or around the input, as torch: an inf or NaN weight reaches only the positions it is added into)."""
         self._check_conv(weight, bias, groups, weight.shape[0], weight.shape[1] * groups, stride, dilation)
-        dims = weight.ndim - 2
-        kernel = weight.shape[2:]
-        strides, dilations = make_tuple(stride, dims), make_tuple(dilation, dims)
-        out_pads = make_tuple(output_padding, dims)
+        (bs, cin, *spatial), (_, per_group, *kernel) = self.shape, weight.shape
+        dims = len(kernel)
+        strides, dilations, extra = (make_tuple(v, dims) for v in (stride, dilation, output_padding))
         pads = self._padding_pairs(padding, dims, RuntimeError)
-        if any(not 0 <= p < max(s, d) for p, s, d in zip(out_pads, strides, dilations)):
+        full = [(i - 1) * s + d * (k - 1) + 1 + p for i, s, d, k, p in zip(spatial, strides, dilations, kernel, extra)]
+        if any(not 0 <= p < max(s, d) for p, s, d in zip(extra, strides, dilations)):
             raise RuntimeError(f"output_padding {output_padding} must be smaller than either stride {stride} or "
                                f"dilation {dilation}")
-        # weight (cin, cout/groups, *k) -> (cout, cin/groups, *k), flipped in space
-        w = weight.reshape(groups, weight.shape[0] // groups, *weight.shape[1:]).transpose(1, 2)
-        w = w.flip(*range(3, 3 + dims)).reshape(-1, weight.shape[0] // groups, *kernel)
-        x = self
-        if any(s > 1 for s in strides):       # spread the input out with s-1 zeros between elements
-            bs_c = x.shape[:2]
-            x = x.reshape(*bs_c, *flatten((n, 1) for n in x.shape[2:]))
-            x = x.pad(((0, 0), (0, 0), *flatten(((0, 0), (0, s - 1)) for s in strides)))
-            x = x.reshape(*bs_c, *[n * s for n, s in zip(x.shape[2::2], strides)])
-            x = x.shrink(((0, bs_c[0]), (0, bs_c[1]), *[(0, n - (s - 1)) for n, s in zip(x.shape[2:], strides)]))
-        new_pads = flatten(((k - 1) * d - before, (k - 1) * d - after + op)
-                           for k, d, (before, after), op in reversed(list(zip(kernel, dilations, pads, out_pads))))
-        return x.conv2d(w, bias, groups=groups, dilation=dilation, padding=new_pads)
+        if any(f - b - a < 0 or i == 0 for f, (b, a), i in zip(full, pads, spatial)):
+            raise RuntimeError(f"conv_transpose of input {self.shape} with weight {weight.shape}, stride {stride}, "
+                               f"padding {padding}, dilation {dilation}: the output would be {full} less the padding")
+        x = self.reshape(bs, groups, cin // groups, 1, *spatial, *[1] * dims)
+        w = weight.reshape(1, groups, cin // groups, per_group, *[1] * dims, *kernel)
+        products = (x * w).sum(2).reshape(bs, groups * per_group, *spatial, *kernel)      # each element x kernel
+        out = products._unpool(full, kernel, strides, dilations).shrink(
+            ((0, bs), (0, groups * per_group), *[(b, f - a) for f, (b, a) in zip(full, pads)]))
+        return out if bias is None else out + bias.reshape(1, -1, *[1] * dims)
 
     # ---- pooling: any number of spatial dims, as many as the kernel has ----
     def _pool_args(self, kernel_size, stride, dilation, padding, ceil_mode: bool):
@@ -192,11 +192,10 @@ class NNOps:
                              f"{dilations}: all must be positive and the input needs {dims} spatial dims")
         pads = self._padding_pairs(padding, dims)
         if ceil_mode:
-            for i, (n, k, s, d, (before, after)) in enumerate(zip(self.shape[-dims:], kernel, strides, dilations,
-                                                                     pads)):
-                outs = ceildiv(n + before + after - d * (k - 1) - 1, s) + 1
-                outs -= (outs - 1) * s >= n + before
-                pads[i] = (before, after + max(0, (outs - 1) * s + d * (k - 1) + 1 - (n + before + after)))
+            for i, (n, k, s, d, (b, a)) in enumerate(zip(self.shape[-dims:], kernel, strides, dilations, pads)):
+                outs = ceildiv(n + b + a - d * (k - 1) - 1, s) + 1
+                outs -= (outs - 1) * s >= n + b
+                pads[i] = (b, a + max(0, (outs - 1) * s + d * (k - 1) + 1 - (n + b + a)))
         return kernel, strides, dilations, pads
 
     def _padded_windows(self, kernel, strides, dilations, pads, value=0.0):
@@ -249,7 +248,7 @@ class NNOps:
             spatial = [n + b + a for n, (b, a) in zip(spatial, plain)]
             pads = [(0, end - a) for (_, end), (_, a) in zip(pads, plain)]
         counted = self.ones(*spatial, device=self.device)._padded_windows(kernel, strides, dilations, pads)
-        return summed / counted.sum(axes)
+        return (summed / counted.sum(axes)).cast(summed.dtype)      # (as the input's dtype: counted is float32)
 
     def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None):
         """The inverse of max_pool2d(return_indices=True): each value written at its index of an otherwise zero plane;
@@ -301,12 +300,14 @@ class NNOps:
             def gather(index):
                 index = const(index).cast(dtypes.int32).minimum(n - 1).reshape(out, *trail)
                 return x.gather(axis, index.expand(*x.shape[:axis], out, *x.shape[axis + 1:]))
-            # the source positions (pos) depend on the sizes alone: computed here, in float32 as torch does for floats
-            at = np.arange(out, dtype=np.float64 if integer else np.float32)
+            # the source positions (pos) depend on the sizes alone: computed here, as torch does (float64 for float64
+            # input, else float32); not clipped at the end: past the last sample torch splits the weight between it
+            # and itself (its clamped neighbour), which keeps an inf from meeting a 0 weight
+            at = np.arange(out, dtype=np.float64 if integer or self.dtype == dtypes.float64 else np.float32)
             if mode != "linear":
                 x = gather(((at + 0.5) if mode == "nearest-exact" else at) * (n / out))
                 continue
-            pos = (at * ((n - 1) / max(out - 1, 1)) if align_corners else (at + 0.5) * (n / out) - 0.5).clip(0, n - 1)
+            pos = (at * ((n - 1) / max(out - 1, 1)) if align_corners else (at + 0.5) * (n / out) - 0.5).clip(0, None)
             weights = (1 - pos % 1, pos % 1)
             if integer:     # as torch resamples uint8: in 15-bit fixed point (14 if a weight is 1), rounded half up
                 bits = 14 if max(map(np.max, weights)) * 32768 + 0.5 >= 32768 else 15
@@ -339,7 +340,7 @@ class NNOps:
             else:
                 pieces = edge(n - before, n), x, edge(0, after)
             pieces = [p for p in pieces if p.shape[axis]]
-            x = pieces[0].cat(*pieces[1:], dim=axis)
+            x = pieces[0].cat(*pieces[1:], dim=axis) if pieces else x      # (none: circular cropped the whole axis)
         return x if mode == "circular" else x.pad(crop)
 
     # ---- normalization ----
@@ -479,9 +480,8 @@ def _reduce_loss(loss, reduction: str, counted=None):
     """counted: how much each element counts in the mean (0 when ignored); the mean over none is NaN."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    if reduction != "mean":
-        return loss.sum() if reduction == "sum" else loss
-    return loss.sum() / counted.sum() if counted is not None else loss.mean()
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else \
+        loss.sum() / counted.sum() if counted is not None else loss.mean()
 
 
 class _BinaryCrossentropy(Function):

@@ -144,6 +144,14 @@ class BatchNorm2d(Layer):
 BatchNorm = BatchNorm1d = BatchNorm3d = BatchNorm2d    # the channels are axis 1 for (N, C), (N, C, L), ... too
 
 
+def _normalized(x: Tensor, normalize, weight, bias=None, shape=(-1,)) -> Tensor:
+    """normalize(x) * weight + bias in float32 at least, rounded once to x's dtype (as torch: the gradient reaching
+    the normalized values, weight times the output's, can overflow 16 bits where the input's gradient doesn't)."""
+    y = normalize(x.float() if x.dtype.itemsize < 4 else x)
+    y = y if weight is None else y * weight.reshape(shape) + (0 if bias is None else bias.reshape(shape))
+    return y.cast(x.dtype)
+
+
 class LayerNorm(Layer):
     """Normalises over the last len(normalized_shape) axes, then scales by weight and shifts by bias."""
 
@@ -158,8 +166,8 @@ class LayerNorm(Layer):
         if x.shape[-n:] != self.normalized_shape:
             raise ValueError(f"LayerNorm{self.normalized_shape} got input of shape {x.shape}: its last {n} dims must "
                              f"be {self.normalized_shape}")
-        x = x.layernorm(axis=tuple(range(-n, 0)), eps=self.eps)
-        return x if self.weight is None else x * self.weight + self.bias
+        return _normalized(x, lambda v: v.layernorm(axis=tuple(range(-n, 0)), eps=self.eps), self.weight, self.bias,
+                           self.normalized_shape)
 
 
 class LayerNorm2d(LayerNorm):
@@ -177,9 +185,7 @@ class RMSNorm(Layer):
         self.weight = _filled(dim, 1.0) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        wide = x.float() if x.dtype.itemsize < 4 else x
-        x = (wide * (wide.square().mean(-1, keepdim=True) + self.eps).rsqrt()).cast(x.dtype)
-        return x if self.weight is None else x * self.weight
+        return _normalized(x, lambda v: v * (v.square().mean(-1, keepdim=True) + self.eps).rsqrt(), self.weight)
 
 
 class GroupNorm(Layer):
@@ -196,11 +202,8 @@ class GroupNorm(Layer):
         if x.ndim < 2 or x.shape[1] != self.num_channels:
             raise ValueError(f"GroupNorm over {self.num_channels} channels got input of shape {x.shape} (channels are "
                              f"axis 1)")
-        x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(axis=-1, eps=self.eps).reshape(x.shape)
-        if self.weight is None:
-            return x
-        shape = (1, -1) + (1,) * (x.ndim - 2)
-        return x * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return _normalized(x, lambda v: v.reshape(v.shape[0], self.num_groups, -1).layernorm(axis=-1, eps=self.eps)
+                           .reshape(v.shape), self.weight, self.bias, (1, -1) + (1,) * (x.ndim - 2))
 
 
 class InstanceNorm(GroupNorm):
