@@ -147,3 +147,56 @@ def test_pow_keeps_its_digits_where_e_log2_b_is_large():
     e = np.array([-0.87, 55.3, 100.7, 17.1, -1.3, 127.9, -12.7, -43.1], np.float32)
     exact = b.astype(np.float64) ** e.astype(np.float64)
     np.testing.assert_array_equal((Tensor(b) ** Tensor(e)).numpy(), exact.astype(np.float32))
+
+
+def test_gradients_that_cancel_in_pytorch_cancel_here():
+    # exp's derivative was exp2's ln 2 times 1 / ln 2 and log's 1 / ln 2 times ln 2, neither exactly 1 in floats:
+    # log_softmax over an axis of one element had a gradient of ~1e-8, not 0 (a following pow made it 0.005; fuzzer
+    # CPU 11155, 20249). log's is g / x, as PyTorch's (1 / x would overflow at a subnormal x)
+    rng = np.random.default_rng(0)
+    values, weights = rng.standard_normal((2, 1, 3)) * 50, rng.standard_normal((2, 1, 3))
+    for dtype in (np.float32, np.float64):
+        _, (g, h) = both(lambda x: x.log_softmax(1) if isinstance(x, Tensor) else torch.log_softmax(x, 1),
+                         values, dtype, weights)
+        np.testing.assert_array_equal(g, h.numpy())
+    _, (g, h) = both(lambda x: (x ** 2.5).log_softmax(-2) if isinstance(x, Tensor) else torch.log_softmax(x ** 2.5, -2),
+                     [[[nan, 14.022, 122.971]], [[nan, 52.235, 40.585]]], weights=weights)
+    np.testing.assert_array_equal(g, h.numpy())
+    (y, u), (g, h) = both(lambda x: x.exp(), [-3.0, 0.0, 1.5, 20.0, -90.0])
+    check(g, u)                                       # d e^x = e^x
+    _, (g, h) = both(lambda x: x.log(), [1e-40, 3e-39, 1.0, 1e30], weights=[1e-3, -1e-2, 0.5, 2.0])
+    check(g, h)
+
+
+def test_var_and_std_of_float32_past_1e19_dont_overflow():
+    # the squares overflowed float32 (var of [1e19] * 50 + [-1e19] * 50 was inf): computed in float64 and rounded
+    # once, as PyTorch's
+    for values in ([1e19] * 50 + [-1e19] * 50, [3e19, 1e19, -2e19], [1e30, 1e36, 5.0], [1.0, 2.0, 3.5]):
+        for op in ("var", "std"):
+            (y, u), (g, h) = both(lambda x, op=op: getattr(x, op)(), values)
+            check(y, u)
+            check(g, h, rtol=5e-7)
+    (y, u), _ = both(lambda x: x.var(1, correction=0), [[1e20, -1e20], [7.0, 7.0]])
+    check(y, u)
+
+
+def test_square_and_hardswish_overflow_where_pytorchs_formulas_do():
+    # PyTorch's square'(x) = 2x overflows at -3.4e38 (the gradient inf, not 3.4e38), and its hardswish
+    # x relu6(x + 3) / 6 overflows at x * 6 (inf past 5.7e37), except in float16, which it computes in float32
+    _, (g, h) = both(lambda x: x.square(), [-3.4e38, 2e38, 3.0], weights=[-0.5, 1e-3, 2.0])
+    check(g, h)
+    for dtype, values in ((np.float32, [3.4e38, 1e38, 5e37, -3.4e38, 2.5]), (np.float64, [1.7e308, 3e307, 1e300]),
+                          (np.float16, [65504.0, 60000.0, -4.0, 1.0])):
+        (y, u), (g, h) = both(lambda x: x.hardswish() if isinstance(x, Tensor) else F.hardswish(x), values, dtype)
+        check(y, u, rtol=1e-3 if dtype == np.float16 else 2e-7)
+        check(g, h)
+
+
+def test_prod_gradient_beside_an_infinity_and_a_zero():
+    # with one zero, the others' gradient was 0 times the product of all the rest, itself included: NaN at the inf
+    # of [-inf, 0] (PyTorch: 0, the product of the others; NaN only beside another inf or NaN)
+    for values in ([-inf, 0.0], [-inf, 0.0, 2.0], [nan, 0.0, 3.0]):
+        _, (g, h) = both(lambda x: x.prod(), values)
+        check(g, h)
+    _, (g, h) = both(lambda x: x.prod(1), [[inf, 0.0, 2.0], [0.0, 0.0, 1.0], [-inf, 0.0, nan], [5.0, 0.0, -1.0]])
+    check(g, h)

@@ -7,6 +7,7 @@ import decimal
 import functools
 import math
 from typing import TYPE_CHECKING
+from tinygrad_core.device import Device
 from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.gradient import Function
 from tinygrad_core.ops import Ops, cos_uop
@@ -32,12 +33,15 @@ def _odd_series(x: Tensor, coefficients: list[float], dtype: DType) -> Tensor:
     return x * acc
 
 
-def in_float32(method):
-    """A method that loses its digits, or overflows, in 16-bit floats: those compute in float32 and round once."""
+def in_float32(method, float64=False):
+    """A method that loses its digits, or overflows, in 16-bit floats: those compute in float32 and round once. With
+    float64, float32 (and integers) compute in float64 where the device has it, as PyTorch's var and std on CPU."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         if self.dtype in (dtypes.float16, dtypes.bfloat16):
             return method(self.float(), *args, **kwargs).cast(self.dtype)
+        if float64 and self.dtype != dtypes.float64 and dtypes.float64 in Device[self.device].renderer.supported_dtypes:
+            return method(self.double(), *args, **kwargs).float()
         return method(self, *args, **kwargs)
     return wrapper
 
@@ -49,20 +53,13 @@ class ElementwiseOps:
 
     def exp2(self) -> Tensor: return self._float()._unary(Ops.EXP2)               # noqa: E704
     def log2(self) -> Tensor: return self._float()._unary(Ops.LOG2)               # noqa: E704
-    def log(self) -> Tensor: return self._float().log2().mul(math.log(2))         # noqa: E704
+    def log(self) -> Tensor: return _Log.apply(self._float(), value=lambda x: x.log2() * math.log(2))  # noqa: E704
     def log10(self) -> Tensor: return self._float().log2().mul(math.log10(2))     # noqa: E704
     def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
     def tan(self) -> Tensor: return self.sin() / self.cos()                        # noqa: E704
 
     @in_float32                      # (16-bit floats hold too few bits of ln 2 below)
-    def exp(self) -> Tensor:
-        # 2^n e^r with r = x - n ln 2 exact in two parts: 2^(x / ln 2) rounded x / ln 2 (e^8.06 was 5 ulps off)
-        x = self._float()
-        (ebits, mbits), bias = dtypes.finfo(x.dtype), (1 << dtypes.finfo(x.dtype)[0] - 1) - 1
-        hi = round(math.log(2) * 2 ** (mbits + 2 - ebits)) / 2 ** (mbits + 2 - ebits)   # (n hi is exact: |n| <= bias)
-        n = (x * (1 / math.log(2))).trunc().maximum(1 - bias).minimum(bias)
-        r = x - n * hi - n * float(decimal.Decimal(2).ln() - decimal.Decimal(hi))   # (math.log(2) is rounded)
-        return (r * (1 / math.log(2))).exp2() * n.exp2()       # (2^n of a whole n is exact)
+    def exp(self) -> Tensor: return _smooth(self, _exp, lambda x: x.exp())        # noqa: E704
 
     @in_float32                      # (16 bits would round sin^2 below)
     def cos(self) -> Tensor:
@@ -72,7 +69,7 @@ class ElementwiseOps:
     def acos(self) -> Tensor: return _smooth(self, _acos, lambda x: -(1 - x * x).rsqrt())       # noqa: E704
     def atan(self) -> Tensor: return _smooth(self, _atan, lambda x: 1 / (1 + x * x))            # noqa: E704
     def sinh(self) -> Tensor: return _smooth(self, _sinh, lambda x: x.cosh())                   # noqa: E704
-    def cosh(self) -> Tensor: return _smooth(self, _cosh, lambda x: x.sinh())                   # noqa: E704
+    def cosh(self) -> Tensor: return _smooth(self, lambda x: _half_exp(x) + _half_exp(-x), lambda x: x.sinh())  # noqa
     def asinh(self) -> Tensor: return _smooth(self, _asinh, lambda x: (x * x + 1).rsqrt())      # noqa: E704
     def acosh(self) -> Tensor: return _smooth(self, _acosh, lambda x: (x * x - 1).rsqrt())      # noqa: E704
     def atanh(self) -> Tensor: return _smooth(self, _atanh, lambda x: 1 / (1 - x * x))          # noqa: E704
@@ -100,7 +97,8 @@ class ElementwiseOps:
     def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()                    # noqa: E704
     def reciprocal(self) -> Tensor: return self._float()._unary(Ops.RECIP)        # noqa: E704
     def trunc(self) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._unary(Ops.TRUNC)  # noqa
-    def square(self) -> Tensor: return self * self                                # noqa: E704
+    def square(self) -> Tensor:      # PyTorch's derivative g (2 x), whose 2 x overflows at |x| > 1.7e38
+        return _smooth(self, lambda x: x * x, lambda x: 2 * x) if dtypes.is_float(self.dtype) else self * self
 
     def floor(self) -> Tensor:
         t = self.trunc()
@@ -146,8 +144,7 @@ class ElementwiseOps:
     def tanh(self) -> Tensor:
         return _Smooth.apply(self._float(), value=_tanh, derivative=lambda x: 1 - x.tanh().square())
 
-    def leakyrelu(self, neg_slope: float = 0.01) -> Tensor:
-        return (self > 0).where(self, self * neg_slope)
+    def leakyrelu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # noqa
 
     leaky_relu = leakyrelu
 
@@ -176,8 +173,7 @@ class ElementwiseOps:
             cdf, pdf = lambda x: 0.5 * (1 + (x * 0.5 ** 0.5).erf()), lambda x: (x * x * -0.5).exp() * (c / 2)
         return _Smooth.apply(self._float(), value=lambda x: x * cdf(x), derivative=lambda x: cdf(x) + x * pdf(x))
 
-    def quick_gelu(self) -> Tensor:
-        return self * (self * 1.702).sigmoid()
+    def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()           # noqa: E704
 
     @in_float32                      # (a 16-bit sigmoid underflows where x * sigmoid(x)'s derivative doesn't)
     def silu(self) -> Tensor:        # PyTorch's derivative s (1 + x (1 - s)): s + x s' met an inf gradient as inf - inf
@@ -187,12 +183,12 @@ class ElementwiseOps:
 
     # the piecewise-linear activations select their pieces (a difference of relus loses the clamp past 1e18), and
     # their gradients are 0 at the corners, as PyTorch's
-    def relu6(self) -> Tensor:
-        return self.hardtanh(0, 6)
+    def relu6(self) -> Tensor: return self.hardtanh(0, 6)                            # noqa: E704
 
+    @in_float32                      # (as PyTorch's: x * 6 would overflow 16 bits)
     def hardswish(self) -> Tensor:
-        # (x * 6 first would overflow where x doesn't); PyTorch's derivative, which is 1 at NaN
-        return _Smooth.apply(self._float(), value=lambda x: x * ((x + 3).relu6() * (1 / 6)),
+        # PyTorch's x relu6(x + 3) / 6 (whose x * 6 overflows past 5.7e37) and derivative, which is 1 at NaN
+        return _Smooth.apply(self._float(), value=lambda x: x * (x + 3).relu6() / 6,
                              derivative=lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1)))
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
@@ -212,8 +208,7 @@ class ElementwiseOps:
         return _Smooth.apply(self._float(), value=lambda x: x * x.softplus().tanh(), derivative=lambda x: (
             x.softplus().tanh() + x * x.sigmoid() * (1 - x.softplus().tanh().square())))
 
-    def softsign(self) -> Tensor:
-        return self / (1 + self.abs())
+    def softsign(self) -> Tensor: return self / (1 + self.abs())                     # noqa: E704
 
     def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
         return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
@@ -268,6 +263,16 @@ def _atan(x: Tensor) -> Tensor:
     return (a > 1).where(math.pi / 2 - small, small).mul(x.sign())
 
 
+def _exp(x: Tensor) -> Tensor:
+    # 2^n e^r with r = x - n ln 2 exact in two parts: 2^(x / ln 2) rounded x / ln 2 (e^8.06 was 5 ulps off). Its own
+    # derivative, not ln 2 (exp2's) times 1 / ln 2, which isn't 1 in floats: log_softmax's gradient didn't cancel to 0
+    (ebits, mbits), bias = dtypes.finfo(x.dtype), (1 << dtypes.finfo(x.dtype)[0] - 1) - 1
+    hi = round(math.log(2) * 2 ** (mbits + 2 - ebits)) / 2 ** (mbits + 2 - ebits)   # (n hi is exact: |n| <= bias)
+    n = (x * (1 / math.log(2))).trunc().maximum(1 - bias).minimum(bias)
+    r = x - n * hi - n * float(decimal.Decimal(2).ln() - decimal.Decimal(hi))   # (math.log(2) is rounded)
+    return (r * (1 / math.log(2))).exp2() * n.exp2()       # (2^n of a whole n is exact)
+
+
 def _half_exp(x: Tensor) -> Tensor:
     # e^x / 2 as e^(x/2) (e^(x/2) / 2): finite as long as cosh is (e^(x - ln 2) rounded x - ln 2: 250 ulps at 600)
     return (x * 0.5).exp() * ((x * 0.5).exp() * 0.5)
@@ -275,10 +280,6 @@ def _half_exp(x: Tensor) -> Tensor:
 
 def _sinh(x: Tensor) -> Tensor:
     return (x.abs() < 0.5).where(_odd_series(x, _SINH_TAYLOR, x.dtype), _half_exp(x) - _half_exp(-x))
-
-
-def _cosh(x: Tensor) -> Tensor:
-    return _half_exp(x) + _half_exp(-x)
 
 
 def _asinh(x: Tensor) -> Tensor:
@@ -362,10 +363,17 @@ class _Smooth(Function):
     """An elementwise function given with its derivative (a tuple, one per input, for several). Through the
     composition, a branch that isn't selected (a series past its range, an exp that overflows) would meet a zero
     gradient as 0 * inf = NaN."""
-    def forward(self, *xs, value, derivative):
-        self.xs, self.derivative = xs, derivative
+    def forward(self, *xs, value, derivative=None):
+        # (uops, not Tensors: a live lazy tensor reading a weight is computed with the optimizer's step, a kernel more)
+        self.xs, self.derivative = [x.uop for x in xs], derivative
         return value(*xs)
 
     def backward(self, grad_output):
-        d = self.derivative(*self.xs)
+        d = self.derivative(*map(self.tensor_type, self.xs))
         return tuple(grad_output * di for di in d) if isinstance(d, tuple) else grad_output * d
+
+
+class _Log(_Smooth):
+    """log as log2(x) ln 2 with PyTorch's derivative g / x: through the composition, g ln 2 / x (1 / ln 2) didn't
+    cancel (log_softmax's gradient over one element wasn't 0), and 1 / x overflows at a subnormal x."""
+    def backward(self, grad_output): return grad_output / self.tensor_type(self.xs[0])  # noqa: E704

@@ -20,11 +20,14 @@ def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
         is_max = a.ne(out.expand(a.shape)).where(0.0, 1.0).cast(g.dtype)
         return (g.expand(a.shape) * is_max / is_max.reduce(Ops.ADD, axes).expand(a.shape),)
     # MUL: d(prod)/da is the product of the others. prod / a where no element is 0; where one is, the product of
-    # the rest at that element and 0 elsewhere; with two or more zeros, 0 everywhere
+    # the rest at that element, and elsewhere 0 times the others': NaN beside another inf or NaN (PyTorch's; 0 times
+    # the product of all the rest made NaN at the inf of [-inf, 0] too); with two or more zeros, 0 everywhere
     is_zero = a.ne(0.0).where(0.0, 1.0).cast(a.dtype)
     zeros = is_zero.reduce(Ops.ADD, axes).expand(a.shape)
     others = a.ne(0.0).where(a, 1.0).cast(a.dtype).reduce(Ops.MUL, axes).expand(a.shape)
-    rest = zeros.ne(0.0).where(zeros.ne(1.0).where(0.0, is_zero * others), out.expand(a.shape) / a)
+    bad = (a - a).ne(0.0).where(1.0, 0.0).cast(a.dtype)          # (inf or NaN: where a - a is NaN)
+    beside = (bad.reduce(Ops.ADD, axes).expand(a.shape) - bad).ne(0.0).where(math.nan, 0.0).cast(a.dtype)
+    rest = zeros.ne(0.0).where(zeros.ne(1.0).where(0.0, is_zero.ne(0.0).where(others, beside)), out.expand(a.shape) / a)
     return (g.expand(a.shape) * rest,)
 
 

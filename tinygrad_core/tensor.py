@@ -542,7 +542,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         fix = (total - total * inverse * count) * inverse
         return total * inverse + fix.isfinite().where(fix, 0)
 
-    @in_float32                      # (the squares would overflow 16 bits)
+    # (float32's squares overflowed past 1.8e19: var([1e19, -1e19]) was inf)
+    @functools.partial(in_float32, float64=True)
     def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
         x, n = self._float(), prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
         dof, dev = n - correction if is_symbolic(n) else max(0, n - correction), lambda x: x - x.mean(axis, True)
@@ -552,7 +553,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                             derivative=lambda x: 2 * dev(x) / (n - correction))
         return out if keepdim else out.reshape(x.sum(axis).shape)
 
-    @in_float32                      # (the variance itself may not fit 16 bits)
+    @functools.partial(in_float32, float64=True)       # (the variance itself may not fit 16 bits, or float32)
     def std(self, axis=None, keepdim=False, correction=1) -> Tensor:
         v = self.var(axis, keepdim, correction)      # (as PyTorch, a zero deviation's gradient is 0, not 0 * inf)
         return (v == 0).where(0.0, (v == 0).where(1.0, v).sqrt())
