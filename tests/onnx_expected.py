@@ -211,8 +211,6 @@ ON_EVERY_DEVICE = {'test_adagrad': "unsupported: ONNX op ai.onnx.preview.trainin
                                      'tinygrad_core.nn.onnx',
  'test_causal_conv_with_state_silu_fp16': "unsupported: ONNX op CausalConvWithState (node '', opset 27) is not "
                                           'supported by tinygrad_core.nn.onnx',
- 'test_causal_conv_with_state_silu_fp16_expanded': 'fail: AssertionError: Not equal to tolerance rtol=0.001, '
-                                                   'atol=1e-07',
  'test_causal_conv_with_state_silu_with_past_state': "unsupported: ONNX op CausalConvWithState (node '', opset 27) is "
                                                      'not supported by tinygrad_core.nn.onnx',
  'test_causal_conv_with_state_swish_alias': "unsupported: ONNX op CausalConvWithState (node '', opset 27) is not "
