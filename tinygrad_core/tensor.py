@@ -539,7 +539,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         # one correction rounds sum / count once, as PyTorch's division: a constant row's mean is its value, also
         # where a backend fuses x - sum * (1 / count) into an FMA (x - x.mean() of [-1, -1, -1] was 3e-8)
         total, inverse = x.sum(axis, keepdim), (1 / count if count else math.nan)
-        fix = (total - total * inverse * count) * inverse
+        fix = ((total - total * inverse * count) * inverse).detach()     # (its derivative is 0: an inf's is NaN)
         return total * inverse + fix.isfinite().where(fix, 0)
 
     # (float32's squares overflowed past 1.8e19: var([1e19, -1e19]) was inf)
@@ -878,7 +878,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         dim = self._axis(dim)
         if chunks <= 0:
             raise ValueError(f"chunk needs a positive number of chunks, got {chunks}")
-        return self.split(math.ceil(self.shape[dim] / chunks), dim)
+        return self.split(math.ceil(self.shape[dim] / chunks) if self.shape[dim] else [0] * chunks, dim)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """out[i][j] = self[index[i][j]][j] (dim 0), as torch.gather."""
@@ -1098,9 +1098,9 @@ class _Pow(Function):
 
     def backward(self, grad_output):
         b, e = self.b, self.e
-        d_base = (e == 0).where(0.0, e * _pow_values(b, e - 1))
-        d_exponent = ((b == 0) & (e >= 0)).where(0.0, self.out * b.log())
-        return grad_output * d_base, grad_output * d_exponent
+        # (as PyTorch's: the base's gradient is 0 where e is, also under an inf from above; the exponent's is g * 0)
+        return (e == 0).where(0.0, grad_output * (e * _pow_values(b, e - 1))), \
+            grad_output * ((b == 0) & (e >= 0)).where(0.0, self.out * b.log())
 
 
 class _LogSumExp(Function):
