@@ -622,7 +622,5 @@ ON_EVERY_DEVICE = {'test_adagrad': "unsupported: ONNX op ai.onnx.preview.trainin
                                           'tinygrad_core.nn.onnx',
  'test_unique_sorted_without_axis': "unsupported: ONNX op Unique (node '', opset 28) is not supported by "
                                     'tinygrad_core.nn.onnx'}
-ONLY_ON = {'CPU': {},
- 'PYTHON': {'test_attention_4d_causal_fp16': 'fail: AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07',
-            'test_attention_4d_fp16': 'fail: AssertionError: Not equal to tolerance rtol=0.001, atol=1e-07'}}
+ONLY_ON = {'CPU': {}, 'PYTHON': {}}
 EXPECTED_FAILURES = {device: {**ON_EVERY_DEVICE, **cases} for device, cases in ONLY_ON.items()}
