@@ -22,14 +22,16 @@ REGISTER_TYPE = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtype
 MEMORY_TYPE = REGISTER_TYPE | {dtypes.bool: "i8", dtypes.bfloat16: "i16"}
 INTRINSIC_SUFFIX = {"half": "f16", "float": "f32", "double": "f64"}
 
-# Fast-math flags. `contract` lets LLVM fuse a*b+c into one FMA (one rounding instead of two: never less accurate).
+# Fast-math flags. Every float op rounds as written: an elementwise a*b + c rounds twice, as PyTorch and the reference
+# compute it (one FMA would turn x*y - x*y into the rounding error of x*y instead of 0). The exception is a reduce's
+# multiply-accumulate, acc + a*b, where the core means a running sum of products: `contract` on the accumulator's add
+# and on the product it adds lets LLVM make one FMA of them, as BLAS (PyTorch's matmul) does: a matmul's and a
+# convolution's inner loops are compute bound, and one FMA does the work of a multiply and an add.
 # Reduce accumulators also get `reassoc` when their loop reads memory element by element (and is not too short, see
 # _loop_strides), so LLVM can split the sum into SIMD lanes of partial sums; the result then differs from a strict
 # left-to-right sum by rounding only. (Where the loop strides through memory, as in a matmul's column of B, vectorising
 # it would need gathers: those kernels keep strict order and LLVM's SLP vectoriser works across the register tile of
-# accumulators instead.) NaN/inf handling is never relaxed.
-FLOAT_FLAGS = {"half": "", "float": "contract ", "double": "contract "}
-ACCUMULATOR_FLAGS = "reassoc contract "
+# accumulators instead.) NaN/inf handling is never relaxed; half gets no flags.
 # loads whose index advances by more than this many elements per trip of a loop get prefetched (see load())
 PREFETCH_STRIDE = 32
 PREFETCH_TRIPS = 8             # how many loop trips ahead a prefetch asks for a strided load's cache line
@@ -113,6 +115,7 @@ class KernelWriter:
         wide = any(u.op in (Ops.SPECIAL, Ops.RANGE) and u.dtype.itemsize == 8 for u in uops)
         self.index_type = "i64" if wide else "i32"
         self.load_strides, self.accumulator_updates = self._loop_strides()
+        self.multiply_accumulates = self._multiply_accumulates()
         parallel = next((u.arg[1] for u in uops if u.op is Ops.SPECIAL), 1)
         self.small = isinstance(parallel, int) and parallel * self.work_per_index() < SMALL_KERNEL_WORK
 
@@ -184,7 +187,7 @@ class KernelWriter:
 
     def _loop_strides(self) -> tuple[dict[UOp, int], set[UOp]]:
         """How far (in elements) each load inside a loop moves per trip of its innermost loop, and the accumulator
-        updates whose loop reads memory contiguously (see ACCUMULATOR_FLAGS)."""
+        updates whose loop reads memory contiguously (see the fast-math flags at the top)."""
         open_loops, loop_of = [], {}
         for u in self.uops:
             if u.op is Ops.RANGE:
@@ -208,6 +211,12 @@ class KernelWriter:
         updates = {u.src[1] for u in self.uops if u.op is Ops.UPDATE_ACC and u in loop_of and
                    loop_of[u] not in strided | short}
         return strides, updates
+
+    def _multiply_accumulates(self) -> set[UOp]:
+        """The adds that update an accumulator and the products they add: all that LLVM may fuse (see the fast-math
+        flags at the top)."""
+        adds = {u.src[1] for u in self.uops if u.op is Ops.UPDATE_ACC and u.src[1].op is Ops.ADD}
+        return adds | {s for add in adds for s in add.src if s.op is Ops.MUL}
 
     # ---- the function ----
     def render(self) -> str:
@@ -450,9 +459,9 @@ class KernelWriter:
             in_dtype = dtypes.int64       # 64-bit index arithmetic with a symbolic size (an i32 argument) in it
         operands = [self.index_value(s) if in_dtype == dtypes.int64 else self.value(s) for s in u.src]
         flags = ""
-        if is_float(in_dtype):
-            ty = REGISTER_TYPE[in_dtype]
-            flags = ACCUMULATOR_FLAGS if u in self.accumulator_updates and ty != "half" else FLOAT_FLAGS[ty]
+        if is_float(in_dtype) and REGISTER_TYPE[in_dtype] != "half":
+            flags = ("reassoc " if u in self.accumulator_updates else "") + \
+                ("contract " if u in self.multiply_accumulates else "")
         out = ALU_RULES[u.op](self, REGISTER_TYPE[in_dtype], in_dtype, flags, u, *operands)
         if u.dtype == dtypes.bfloat16 and u.op not in (Ops.WHERE, Ops.TRUNC) and u.op not in GroupOp.COMPARISON:
             out = self.round_bf16(out)
@@ -569,6 +578,7 @@ def _math(name: str):
 
 
 def _mulacc(w: KernelWriter, ty, dt, flags, u, a, b, c):
+    # two roundings, as the reference (no `contract` here: see the fast-math flags)
     if is_float(dt):
         return w.emit(f"fadd {flags}{ty} {w.emit(f'fmul {flags}{ty} {a}, {b}')}, {c}")
     return w.emit(f"add {ty} {w.emit(f'mul {ty} {a}, {b}')}, {c}")
