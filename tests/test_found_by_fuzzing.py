@@ -200,3 +200,19 @@ def test_prod_gradient_beside_an_infinity_and_a_zero():
         check(g, h)
     _, (g, h) = both(lambda x: x.prod(1), [[inf, 0.0, 2.0], [0.0, 0.0, 1.0], [-inf, 0.0, nan], [5.0, 0.0, -1.0]])
     check(g, h)
+
+
+def test_the_gradient_through_a_strided_view_of_an_empty_tensor():
+    # the scalar's gradient sums over no elements, read through a reshape of a 0-sized view: its index math divided
+    # by the size 0 (ZeroDivisionError inside codegen); fuzzer CPU 13277
+    x = Tensor(np.zeros((1, 0, 0), np.float32), requires_grad=True)
+    s = Tensor(np.float32(-2.25), requires_grad=True)
+    (x * s)[:, ::-2, ::-3].sum().backward()
+    assert x.grad.shape == (1, 0, 0) and s.grad.numpy() == 0
+
+
+def test_a_sum_over_one_element_of_negative_zero_is_positive_zero():
+    # a sum adds to +0 (PyTorch, numpy, and our sums of more elements): a sum or matmul over a size-1 axis returned
+    # the element itself, so (-0.0 @ 1.5) ** -1 was -inf where PyTorch gives inf; fuzzer CPU 12558
+    assert math.copysign(1, Tensor([[-0.0]]).sum(1).numpy()[0]) == 1
+    assert ((Tensor([[-0.0]]) @ Tensor([[1.5]])) ** -1).numpy()[0, 0] == math.inf

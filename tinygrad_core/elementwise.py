@@ -61,8 +61,7 @@ class ElementwiseOps:
     def exp(self) -> Tensor: return _smooth(self, _exp, lambda x: x.exp())        # noqa: E704
 
     @in_float32                      # (16 bits would round sin^2 below)
-    def cos(self) -> Tensor:
-        return type(self)(cos_uop(self._float().uop))
+    def cos(self) -> Tensor: return type(self)(cos_uop(self._float().uop))          # noqa: E704
 
     def asin(self) -> Tensor: return _smooth(self, _asin, lambda x: (1 - x * x).rsqrt())        # noqa: E704
     def acos(self) -> Tensor: return _smooth(self, _acos, lambda x: -(1 - x * x).rsqrt())       # noqa: E704

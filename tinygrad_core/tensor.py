@@ -191,8 +191,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         out.requires_grad = self.requires_grad
         return out
 
-    def to_(self, device: str) -> Tensor:
-        return self.replace(self.to(device))
+    def to_(self, device: str) -> Tensor: return self.replace(self.to(device))      # noqa: E704
 
     def clone(self) -> Tensor:
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)), requires_grad=self.requires_grad)
@@ -509,6 +508,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         out = Tensor(x.uop.reduce(op, axes))
         if op is Ops.MAX and out.uop is x.uop and dtypes.is_float(x.dtype):   # a max of 1 element is x; its gradient
             out = x * (m := x.isnan().logical_not().cast(x.dtype)) / m    # is NaN at NaN (0/0, as PyTorch's amax's)
+        elif op is Ops.ADD and out.uop is x.uop and dtypes.is_float(x.dtype):   # a sum starts at +0: of -0.0 it is 0.0
+            out = x + 0.0
         new_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
         return out if keepdim else out.reshape(new_shape)
 
@@ -928,8 +929,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return x + bias if bias is not None else x
 
     @staticmethod
-    def einsum(formula: str, *operands) -> Tensor:
-        return einsum(formula, *argfix(*operands))
+    def einsum(formula: str, *operands) -> Tensor: return einsum(formula, *argfix(*operands))  # noqa: E704
 
     # ---- Python operators (the binary ones and their reflected forms are set from _OPERATORS, below the class) ----
     def __neg__(self): return self.neg()                            # noqa: E704
