@@ -183,3 +183,19 @@ def test_pow_with_a_zero_derivative_passes_no_infinite_gradient():
     ((tx ** te) * math.inf).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
     np.testing.assert_array_equal(e.grad.numpy(), te.grad.numpy())
+
+
+def test_conv_transpose2d_with_an_empty_output_gives_an_inf_input_and_weight_zero_gradients():
+    # the padding crops the whole output height away, so no product reaches the output and torch's gradients are 0;
+    # the products were formed and then cropped, and an inf input or weight times the zero gradient gave NaN
+    x, w = np.ones((1, 4, 1, 3), np.float32), np.ones((4, 2, 3, 2), np.float32)
+    x[0, 1, 0, 1], w[2, 1, 2, 0] = math.inf, -math.inf
+    (x, w, b), (tx, tw, tb) = both(x, w, np.ones(4, np.float32))
+    kw = dict(groups=2, stride=3, dilation=(2, 1), padding=(3, 1), output_padding=(1, 0))
+    out, tout = x.conv_transpose2d(w, b, **kw), F.conv_transpose2d(tx, tw, tb, **kw)
+    assert out.shape == tuple(tout.shape) == (1, 4, 0, 6)
+    out.sum().backward()
+    tout.sum().backward()
+    for got, expected in ((x, tx), (w, tw), (b, tb)):
+        np.testing.assert_array_equal(got.grad.numpy(), expected.grad.numpy())
+        assert not expected.grad.numpy().any()
