@@ -3,6 +3,7 @@ with special values): each checks the minimal reproduction against PyTorch."""
 import math
 import numpy as np
 import pytest
+import torch
 from tinygrad_core import Tensor, dtypes
 
 torch = pytest.importorskip("torch")
@@ -216,3 +217,13 @@ def test_a_sum_over_one_element_of_negative_zero_is_positive_zero():
     # the element itself, so (-0.0 @ 1.5) ** -1 was -inf where PyTorch gives inf; fuzzer CPU 12558
     assert math.copysign(1, Tensor([[-0.0]]).sum(1).numpy()[0]) == 1
     assert ((Tensor([[-0.0]]) @ Tensor([[1.5]])) ** -1).numpy()[0, 0] == math.inf
+
+
+def test_a_zero_floor_quotient_has_the_sign_of_the_quotient():
+    # (a - fmod(a, b)) is +0, so a quotient of 0 took the divisor's sign: -0.3 // -0.6 was -0.0 (PyTorch 0.0; a
+    # following rsqrt made it -inf instead of inf); fuzzer CPU 14291
+    a, b = [-0.3, 0.3, 0.3, -0.0, 0.0, 1.0, -1.0], [-0.6, 0.6, -0.6, 1.0, -1.0, math.inf, math.inf]
+    ours = (Tensor(a) // Tensor(b)).numpy()
+    theirs = (torch.tensor(a) // torch.tensor(b)).numpy()
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))
+    np.testing.assert_array_equal(ours, theirs)

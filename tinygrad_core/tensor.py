@@ -368,7 +368,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if dtypes.is_float(a.dtype):     # as PyTorch, through the remainder: inf // 2 is NaN, -5 // inf is -1
             r = a.fmod(b)
             q = ((a - r) / b).round()
-            return (b == 0).where(a / b, ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q))
+            q = ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q)     # (a zero quotient has a / b's sign: x 0)
+            return (b == 0).where(a / b, (q == 0).where((a / b) * 0, q))
         q = a.idiv(b)
         return ((a.mod_trunc(b) != 0) & ((a < 0) != (b < 0))).where(q - 1, q)
 
