@@ -536,13 +536,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def mean(self, axis=None, keepdim=False) -> Tensor:
         x = self._float()
         count = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
-        if is_symbolic(count):
-            return x.sum(axis, keepdim) / count
-        # one correction rounds sum / count once, as PyTorch's division: a constant row's mean is its value, also
-        # where a backend fuses x - sum * (1 / count) into an FMA (x - x.mean() of [-1, -1, -1] was 3e-8)
-        total, inverse = x.sum(axis, keepdim), (1 / count if count else math.nan)
-        fix = ((total - total * inverse * count) * inverse).detach()     # (its derivative is 0: an inf's is NaN)
-        return total * inverse + fix.isfinite().where(fix, 0)
+        # a division, rounded once as PyTorch's: sum * (1 / count) rounds twice (x - x.mean() of [-1, -1, -1] was 3e-8)
+        return x.sum(axis, keepdim) / count     # (over nothing: 0 / 0, NaN)
 
     # (float32's squares overflowed past 1.8e19: var([1e19, -1e19]) was inf)
     @functools.partial(in_float32, float64=True)
