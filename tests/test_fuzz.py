@@ -56,10 +56,6 @@ def test_without_torch_the_error_says_how_to_install_it(monkeypatch):
 
 
 # Mismatches the 30 graphs below hit today; the mark goes when they're fixed.
-KNOWN = "a.stack(b) drops a; logsumexp's gradient; maximum's gradient at NaN"
-
-
-@pytest.mark.xfail(reason=KNOWN, strict=False)
 @pytest.mark.parametrize("device", ["CPU", "PYTHON"])
 def test_thirty_graphs_agree_with_torch(device):
     report = fuzz.fuzz(30, [device], seed=0, do_shrink=False, out=io.StringIO())

@@ -183,9 +183,10 @@ def flat_index(idx: Indices, shape) -> UOp:
 def unflatten(flat: UOp, shape) -> Indices:
     """The row-major index of position flat in shape. No "% size" on the outermost axis: at every position that is
     read, flat is in range (positions past the end are gated off: padding, a partial tile), and that modulo would
-    cost a division per element. (A shape with a 0 in it has no positions: a reduce over nothing reads none.)"""
+    cost a division per element. (A shape with a 0 in it has no positions, so flat is never read: it stands for every
+    axis, with no division by the sizes.)"""
     first = next((i for i, s in enumerate(shape) if s != 1), None)
-    return tuple(sym.const(0) if s == 1 or 0 in shape else sym.idiv(flat, stride) if i == first else
+    return tuple(sym.const(0) if s == 1 else flat if 0 in shape else sym.idiv(flat, stride) if i == first else
                  sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(contiguous_strides(shape), shape)))
 
 
