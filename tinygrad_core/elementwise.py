@@ -32,6 +32,10 @@ def _odd_series(x: Tensor, coefficients: list[float], dtype: DType) -> Tensor:
     return x * acc
 
 
+def has_float64(device) -> bool:
+    return dtypes.float64 in Device[device].renderer.supported_dtypes     # (a sharded tensor's: its first device's)
+
+
 def in_float32(method, float64=False):
     """A method that loses its digits, or overflows, in 16-bit floats: those compute in float32 and round once. With
     float64, float32 (and integers) compute in float64 where the device has it, as PyTorch's var and std on CPU."""
@@ -39,7 +43,7 @@ def in_float32(method, float64=False):
     def wrapper(self, *args, **kwargs):
         if self.dtype in (dtypes.float16, dtypes.bfloat16):
             return method(self.float(), *args, **kwargs).cast(self.dtype)
-        if float64 and self.dtype != dtypes.float64 and dtypes.float64 in Device[self.device].renderer.supported_dtypes:
+        if float64 and self.dtype != dtypes.float64 and has_float64(self.device):
             return method(self.double(), *args, **kwargs).float()
         return method(self, *args, **kwargs)
     return wrapper

@@ -178,8 +178,7 @@ def _assign_reading_other_elements(plan: _Plan, root: UOp) -> UOp | None:
     while node.op in GroupOp.MOVEMENT:
         node = node.src[0]
         view_chain.add(node)
-    reads = [u for u in _reached([root.src[1]], lambda u: u.op is Ops.BUFFER or u in plan.is_root and u is not root)
-             if u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER]
+    reads = [u for u in _kernel_reads(root, plan.is_root) if u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER]
     return _resolve(root.src[1]) if any(u.base is node and u not in view_chain for u in reads) else None
 
 
@@ -292,8 +291,7 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
         return roots
     after, readers = {}, {}     # root -> the roots it reads; buffer -> the roots that read it
     for root in roots:
-        read = _reached(root.src if root.op is Ops.COPY else _kernel_inputs(root),
-                        lambda u, root=root: u.op is Ops.BUFFER or u in is_root and u is not root)
+        read = _kernel_reads(root, is_root)
         after[root] = {u for u in read if u in is_root and u is not root}
         for buf in {u.arg[0] for u in read if u.op is Ops.BUFFER}:
             readers.setdefault(buf, set()).add(root)
@@ -350,6 +348,12 @@ def _reached(starts, stop) -> list[UOp]:
             walked[u] = None
             stack.extend(() if stop(u) else u.src)
     return list(walked)
+
+
+def _kernel_reads(root: UOp, is_root: set[UOp]) -> list[UOp]:
+    """What root's kernel fuses and reads: its nodes, down to buffers and the other kernels (their results)."""
+    return _reached(root.src if root.op is Ops.COPY else _kernel_inputs(root),
+                    lambda u: u.op is Ops.BUFFER or u in is_root and u is not root)
 
 
 def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:

@@ -22,7 +22,7 @@ from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
 from tinygrad_core.debug import graph_dot, graph_text
-from tinygrad_core.elementwise import ElementwiseOps, _Smooth, in_float32
+from tinygrad_core.elementwise import ElementwiseOps, _Smooth, has_float64, in_float32
 from tinygrad_core.multi import MultiOps, assign_multi, lowered, realized_view, replicated
 
 
@@ -996,8 +996,8 @@ def _pow_values(b: Tensor, e: Tensor) -> Tensor:
     # |b|^e = 2^(e log2|b|). A negative base (or -0.0) with an odd integer exponent is negative; with a fraction
     # it is NaN, except -inf, which is |b|^e. b^0 = 1^e = (-1)^(+-inf) = 1 for any b and e, NaN included
     # computed a size up (float64 where the device has it): log2's rounding error comes out times |e log2 b|
-    wide = dtypes.float64 if b.dtype == dtypes.float64 or b.dtype == dtypes.float32 and dtypes.float64 in Device[
-        b.device if isinstance(b.device, str) else b.device[0]].renderer.supported_dtypes else dtypes.float32
+    wide = dtypes.float64 if b.dtype == dtypes.float64 or b.dtype == dtypes.float32 and has_float64(b.device) else \
+        dtypes.float32
     magnitude = (e.cast(wide) * b.abs().cast(wide).log2()).exp2().cast(b.dtype)
     is_int = e == e.trunc()
     odd = is_int & ((e.abs() * 0.5) != (e.abs() * 0.5).trunc())
