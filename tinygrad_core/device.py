@@ -132,8 +132,7 @@ class Compiler:
         """Several kernels at once: a backend whose compiler can use several cores overrides this."""
         return [self.compile(src) for src in sources]
 
-    def compile_cached(self, src: str) -> bytes:
-        return self.compile_cached_many([src])[0]
+    def compile_cached(self, src: str) -> bytes: return self.compile_cached_many([src])[0]  # noqa: E704
 
     def compile_cached_many(self, sources: list[str]) -> list[bytes]:
         """The binaries of sources: from the disk cache, the missing ones compiled together by compile_many."""
@@ -169,8 +168,7 @@ class Compiled:
     def synchronize(self):
         """Wait for all queued work on this device (synchronous backends need not override)."""
 
-    def memory_used(self) -> int:
-        return self.allocator.in_use
+    def memory_used(self) -> int: return self.allocator.in_use      # noqa: E704
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -536,8 +536,15 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def mean(self, axis=None, keepdim=False) -> Tensor:
         x = self._float()
         count = prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
-        # a division, rounded once as PyTorch's: sum * (1 / count) rounds twice (x - x.mean() of [-1, -1, -1] was 3e-8)
-        return x.sum(axis, keepdim) / count     # (over nothing: 0 / 0, NaN)
+        total, wide = x.sum(axis, keepdim), dtypes.float64 if has_float64(x.device) else x.dtype
+        if is_symbolic(count) or not count:
+            return total / count        # (over nothing: 0 / 0, NaN)
+        # sum * (1 / count) rounded once as PyTorch's sum / count by a correction (x - x.mean() of [-1, -1, -1] was
+        # 3e-8): the residual sum - q count is exact in float64 (24 + 24 bits), where float32 needed an FMA. (Not a
+        # division: a batchnorm's kernels are cut at the mean this way, which tinygrad_cpu/opts.py tiles for)
+        q = total * (1 / count)
+        fix = ((total.cast(wide) - q.cast(wide) * count).cast(x.dtype) * (1 / count)).detach()   # (its derivative is 0)
+        return q + fix.isfinite().where(fix, 0)
 
     # (float32's squares overflowed past 1.8e19: var([1e19, -1e19]) was inf)
     @functools.partial(in_float32, float64=True)
