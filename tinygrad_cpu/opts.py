@@ -8,7 +8,7 @@ from tinygrad_core.helpers import prod
 from tinygrad_core.ops import Ops, UOp
 from tinygrad_core.renderer.kernel_opts import KernelOpts, load_strides
 
-BIG_REDUCE = 1 << 26        # output elements x reduce length (a 512^3 matmul is 2^27)
+BIG_REDUCE = 1 << 23        # output elements x reduce length (a 512^3 matmul is 2^27)
 MEDIUM_REDUCE = 1 << 20
 LONG_REDUCE = 4096          # a reduce this long per output runs long enough in each tile to pay for the largest tile
 SHORT_LOOP_VECTORS = 4      # an innermost reduce loop this many vectors long or shorter counts as short
@@ -85,11 +85,14 @@ def simd_opts(value: UOp, renderer) -> KernelOpts:
     lanes = max(1, renderer.simd_width // value.dtype.itemsize)
     loads = load_strides(value)
     strided = [axes for axes, step, length in loads if step not in (0, 1) or (step and length < lanes)]
-    # every upcast lane is lowered, rendered and compiled separately: small kernels get small tiles (a 128x128x784
-    # matmul gains little from the largest tile but would pay for it in compile time). A reduce of LONG_REDUCE or more
-    # per output (a convolution's weight gradient over a batch of 6272 pixels) gets the largest tile anyway: each of
-    # its few tiles runs long, and the larger tile's accumulators are independent chains that hide the add latency
-    # (the MNIST CNN's r_1_1_32_144: 710 -> 560 us with its data in cache, 1180 -> 1000 us from memory)
+    # every upcast lane is lowered, rendered and compiled separately: small kernels get small tiles. From BIG_REDUCE
+    # on, the largest tile pays for its compile time within a few hundred launches (the MNIST MLP's weight gradient,
+    # 128x784 outputs summed over a batch of 128, and its kept-out input gradient: 8 rows x 16 columns of
+    # accumulators instead of 4, 300 -> 190 us and 260 -> 180 us on one thread; each compiles in 120 ms instead of
+    # 65). A reduce of LONG_REDUCE or more per output (a convolution's weight gradient over a batch of 6272 pixels)
+    # gets the largest tile anyway: each of its few tiles runs long, and the larger tile's accumulators are
+    # independent chains that hide the add latency (the MNIST CNN's r_1_1_32_144: 710 -> 560 us with its data in
+    # cache, 1180 -> 1000 us from memory)
     length = prod(reduce.src[0].shape[axis] for axis in reduce.arg[1])
     work = prod(shape) * length
     size = 2 if work >= BIG_REDUCE or (work >= MEDIUM_REDUCE and length >= LONG_REDUCE) else \

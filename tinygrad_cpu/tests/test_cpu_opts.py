@@ -112,6 +112,16 @@ def test_a_long_weight_gradient_gets_the_largest_tile():
     np.testing.assert_allclose(out.numpy(), a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-2)
 
 
+
+def test_a_batch_sized_weight_gradient_of_a_big_layer_gets_the_largest_tile():
+    # the MNIST MLP's first weight gradient: g.T @ x, 128 x 784 outputs, each a sum over the batch of 128 (2^23.6
+    # multiply-adds): 8 rows x 16 columns of accumulators, not 4 x 16
+    g = rng.standard_normal((128, 128), dtype=np.float32)
+    x = rng.standard_normal((128, 784), dtype=np.float32)
+    out = Tensor(g).T @ Tensor(x)
+    assert sorted(amount for _, amount in opts_of(out).upcast) == [8, min(LANES, 16)]
+    np.testing.assert_allclose(out.numpy(), g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-3)
+
 def batchnorm_input_gradient_sum(width: int):
     """The 8-buffer sum of a batchnorm's backward over maps width x width: 7 loads, two of them moving."""
     x, y = (rng.standard_normal((32, 32, width, width), dtype=np.float32) for _ in range(2))

@@ -87,7 +87,7 @@ BIG_CASES = {
     # name: (numpy inputs, the program, the numpy result, the upcast the CPU's opts must choose)
     "matmul": (lambda r: (r.standard_normal((256, 320), dtype=np.float32),
                           r.standard_normal((320, 384), dtype=np.float32)),
-               lambda a, b: a @ b, lambda a, b: a @ b, ((0, 4), (1, 16))),
+               lambda a, b: a @ b, lambda a, b: a @ b, ((0, 8), (1, 32))),
     "matmul_big_tile": (lambda r: (r.standard_normal((512, 256), dtype=np.float32),
                                    r.standard_normal((256, 512), dtype=np.float32)),
                         lambda a, b: a @ b, lambda a, b: a @ b, ((0, 8), (1, 32))),
@@ -103,7 +103,7 @@ BIG_CASES = {
     # b's rows are 4 KiB apart: it is packed into panels of 64 columns, the product is computed as (96, 16, 1, 64)
     "matmul_packed": (lambda r: (r.standard_normal((96, 384), dtype=np.float32),
                                  r.standard_normal((384, 1024), dtype=np.float32)),
-                      lambda a, b: a @ b, lambda a, b: a @ b, ((0, 4), (3, 16))),
+                      lambda a, b: a @ b, lambda a, b: a @ b, ((0, 8), (3, 32))),
     "sum_columns": (lambda r: (r.standard_normal((1030, 1024), dtype=np.float32),),
                     lambda m: m.sum(axis=1), lambda m: m.sum(axis=1), ()),
 }
