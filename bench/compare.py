@@ -1,7 +1,8 @@
 """Side-by-side benchmark: tinygrad_core's CPU backend against numpy, PyTorch CPU and tinygrad 0.14, one run.
 
-Each framework runs in a process of its own (bench/compare_workloads.py); this script starts them one after another,
-prints the figures and their ratios, and writes bench/results/compare-<date>.json and compare-latest.md.
+Each framework runs in a process of its own (bench/compare_workloads.py, and bench/epochs.py's worker for the MLP and
+MNIST CNN training epochs); this script starts them one after another, prints the figures and their ratios, and
+writes bench/results/compare-<date>.json and compare-latest.md.
 
     python bench/compare.py [--quick] [--frameworks tinygrad_core,numpy,torch,tinygrad]"""
 from __future__ import annotations
@@ -27,8 +28,9 @@ from compare_workloads import workload_names  # noqa: E402
 WORKER = os.path.join(HERE, "compare_workloads.py")
 FRAMEWORKS = ("tinygrad_core", "numpy", "torch", "tinygrad")
 FIRST_COLD, FIRST_WARM = "MLP first step, empty cache", "MLP first step, warm cache"
-# the floors the speed issue sets for tinygrad_core: (workload, reference column, least speed ratio, how it reads);
-# its epoch floors (MLP within 1.2x PyTorch, MNIST CNN within 1.5x) are bench/epochs.py's
+# the training epochs bench/epochs.py times (its worker, same models, data pipeline and threads): row -> its model
+EPOCHS = {"MLP epoch (main job)": "mlp", "MNIST CNN epoch": "cnn"}
+# the floors the speed issue sets for tinygrad_core: (workload, reference column, least speed ratio, how it reads)
 TARGETS = {
     "matmul 512": [("numpy", 0.8, ">= 0.8x numpy")],
     "matmul 1024": [("numpy", 0.8, ">= 0.8x numpy")],
@@ -36,6 +38,8 @@ TARGETS = {
     "fused chain 16M": [("numpy", 1.0, "faster than numpy"), ("torch", 1.0, "and than PyTorch")],
     "MLP train step": [("torch", 1 / 1.2, "within 1.2x PyTorch")],
     "CNN train step": [("torch", 1 / 1.2, "within 1.2x PyTorch")],
+    "MLP epoch (main job)": [("torch", 1 / 1.2, "within 1.2x PyTorch")],
+    "MNIST CNN epoch": [("torch", 1 / 1.5, "within 1.5x PyTorch")],
 }
 SECONDS_TARGETS = {FIRST_COLD: (1.5, "< 1.5 s"), FIRST_WARM: (0.3, "< 0.3 s")}
 DEVICE_ENV_VARS = ("DEV", "TINYGRAD_DEVICE", "CPU", "LLVM", "CLANG", "CACHEDB", "TINYGRAD_CACHE_DIR")
@@ -119,10 +123,26 @@ def measure(column: dict, options) -> dict:
         print(f"{label}: workloads", file=sys.stderr, flush=True)
         started = time.perf_counter()
         result = run_worker(column, options, [], cache_dir)
-    result.setdefault("results", {}).update(first)
+        result.setdefault("results", {}).update(epochs(column, options, cache_dir))
+    result["results"].update(first)
     result["status"] = "failed" if "failure" in result else "ok"
     result["seconds"] = time.perf_counter() - started
     return result
+
+
+def epochs(column: dict, options, cache_dir: str) -> dict:
+    """bench/epochs.py's epochs for tinygrad_core and PyTorch (with the compile cache the column's workloads filled:
+    kernels those compiled are loaded, the others are compiled within the epoch)."""
+    if column["framework"] not in ("tinygrad_core", "torch") or options.quick or options.no_epochs:
+        return {}
+    from epochs import worker
+    out = {}
+    for name, model in EPOCHS.items():
+        print(f"{column['label']}: {name}", file=sys.stderr, flush=True)
+        run = worker(column["framework"], model, options.torch_threads, worker_environment(column, cache_dir))
+        out[name] = {"unit": "s/epoch", "error": run["error"]} if "error" in run else \
+            {"unit": "s/epoch", "value": run["seconds"], "accuracy": run["accuracy"]}
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -267,7 +287,9 @@ def markdown_report(report: dict) -> str:
         ("- Training steps use random data; MLP 784-128-10 batch 128, the seed's TinyCNN batch 64, Adam. tinygrad "
          "and tinygrad_core run them under TinyJit, PyTorch eagerly, numpy's MLP is written out by hand. 'First "
          "step' is building the model and optimizer and running one step to its loss in a fresh process, the import "
-         f"excluded (imports: {imports or 'none measured'})."), "",
+         f"excluded (imports: {imports or 'none measured'}). The epochs are bench/epochs.py's: the shipped MNIST, one "
+         "epoch, the same numpy batching for both, the first epoch (kernels the column's workloads compiled are "
+         "loaded from the disk cache, others compiled within it)."), "",
         markdown_tables(report), ""])
 
 
@@ -318,6 +340,8 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller sizes, three repetitions: a smoke test")
     parser.add_argument("--no-cnn", action="store_true", help="leave out the CNN training step (minutes per step "
                                                               "on a slow framework)")
+    parser.add_argument("--no-epochs", action="store_true", help="leave out bench/epochs.py's MLP and MNIST CNN "
+                                                                  "epochs (about a minute)")
     parser.add_argument("--out-dir", default=os.path.join(HERE, "results"))
     parser.add_argument("--render", metavar="JSON", help="measure nothing: print the report of an earlier run's "
                                                          "JSON (and write it to compare-latest.md in --out-dir)")
