@@ -11,10 +11,9 @@ import sys
 
 def cmd_backends(args) -> int:
     from tinygrad_core.plugins import registry
-    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "REASON")]
-    for backend in registry.all():
-        detail = "; ".join(filter(None, (backend.reason, backend.clash)))
-        rows.append((backend.name, backend.distribution, backend.version, backend.status, detail))
+    rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "REASON")] + [
+        (b.name, b.distribution, b.version, b.status, "; ".join(filter(None, (b.reason, b.clash))))
+        for b in registry.all()]
     widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])

@@ -139,13 +139,10 @@ def least_upper_dtype(*dts: DType) -> DType:
     if len(dts) == 1:
         return dts[0]
     top_kind = max(_kind(d) for d in dts)
-    pool = [d for d in dts if _kind(d) == top_kind]
-    if top_kind == 2:
-        if dtypes.float16 in pool and dtypes.bfloat16 in pool and max(d.itemsize for d in pool) == 2:
-            return dtypes.float32
-        return max(pool, key=lambda d: d.priority)
-    if top_kind == 0:
-        return dtypes.bool
+    pool = [d for d in dts if _kind(d) == top_kind]     # (two or more types: bool is never all of them)
+    if set(pool) == {dtypes.float16, dtypes.bfloat16}:
+        return dtypes.float32
+    # (floats, never unsigned, take the widest, as ints of one signedness do)
     signed, unsigned = [d for d in pool if d not in UNSIGNED], [d for d in pool if d in UNSIGNED]
     if not signed or not unsigned:
         return max(pool, key=lambda d: d.priority)

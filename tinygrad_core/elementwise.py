@@ -77,9 +77,8 @@ class ElementwiseOps:
     def atanh(self) -> Tensor: return _smooth(self, _atanh, lambda x: 1 / (1 - x * x))          # noqa: E704
     def copysign(self, other) -> Tensor:
         """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
-        a, b = self._float()._to_operand(other)
-        b = b._float() if not dtypes.is_float(b.dtype) else b
-        negative = b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0 if dtypes.is_float(b.dtype) else b < 0
+        a, b = self._float()._to_operand(other)      # (b takes a's float type, or a wider float)
+        negative = b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0
         return negative.where(-a.abs(), a.abs())
 
     @in_float32                      # (exact in float32, and a remainder of 16-bit floats fits their type)

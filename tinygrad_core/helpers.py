@@ -22,9 +22,7 @@ OSX, WIN, CI = sys.platform == "darwin", sys.platform == "win32", os.environ.get
 
 def getenv(key: str, default=0):
     """An environment variable, converted to the default's type (a Context override wins)."""
-    if key in ContextVar.all:
-        return ContextVar.all[key].value
-    return type(default)(os.environ.get(key, default))
+    return ContextVar.all[key].value if key in ContextVar.all else type(default)(os.environ.get(key, default))
 
 
 @functools.total_ordering       # <, <=, >, >= compare the value, as == does

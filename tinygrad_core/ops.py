@@ -209,16 +209,7 @@ class UOp(metaclass=UOpMeta):
     # ---- graph helpers ----
     def toposort(self) -> list[UOp]:
         """Every node reachable from self, each after all of its sources."""
-        order, seen, stack = [], set(), [(self, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-            elif node not in seen:
-                seen.add(node)
-                stack.append((node, True))
-                stack.extend((s, False) for s in reversed(node.src) if s not in seen)
-        return order
+        return dependency_order([self], lambda node: reversed(node.src))
 
     def replace(self, **changes) -> UOp:
         get = changes.get
@@ -317,6 +308,21 @@ class UOp(metaclass=UOpMeta):
     def reduce(self, op: Ops, axes):
         axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape else ()
         return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
+
+
+def dependency_order(roots, sources) -> list[UOp]:
+    """Every node reachable from roots through sources(node), each after all of its sources: a depth-first walk
+    that goes down the last root, and the last source given, first (toposort gives them reversed)."""
+    order, seen, stack = [], set(), [(root, False) for root in roots]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((s, False) for s in sources(node) if s not in seen)
+    return order
 
 
 def Variable(name: str, min_value: int, max_value: int) -> UOp:

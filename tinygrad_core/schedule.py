@@ -18,7 +18,7 @@ from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import prod
-from tinygrad_core.ops import Ops, UOp, GroupOp
+from tinygrad_core.ops import Ops, UOp, GroupOp, dependency_order
 
 
 @dataclass
@@ -63,16 +63,7 @@ def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
 
 def _graph_order(outs: list[UOp]) -> list[UOp]:
     """A dependency order (sources first) of the part of the graph that isn't computed yet."""
-    order, seen, stack = [], set(), [(u, False) for u in outs]
-    while stack:
-        u, expanded = stack.pop()
-        if expanded:
-            order.append(u)
-        elif u not in seen:
-            seen.add(u)
-            stack.append((u, True))
-            stack.extend((s, False) for s in map(_resolve, u.src) if s.op is not Ops.BUFFER and s not in seen)
-    return order
+    return dependency_order(outs, lambda u: [s for s in map(_resolve, u.src) if s.op is not Ops.BUFFER])
 
 
 @dataclass

@@ -57,9 +57,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             uop = data.uop if dtype is None else data.uop.cast(dtype)
         elif isinstance(data, (bool, int, float)):
             uop = UOp.const(dtype or dtypes.from_py(data), data, device)
-        elif data is None:
-            uop = _buffer_from_numpy(np.zeros((0,), dtype=(dtype or dtypes.default_float).np), dtype or
-                                     dtypes.default_float, device)
+        elif data is None:          # (no elements: their host type doesn't matter)
+            uop = _buffer_from_numpy(np.zeros((0,), np.float32), dtype or dtypes.default_float, device)
         else:
             if isinstance(data, (list, tuple)):
                 inferred = dtype or dtypes.from_py(data)
@@ -212,24 +211,20 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if isinstance(self.device, tuple):          # (each device writes its part: multi.py)
             return assign_multi(self, x)
         x = x.cast(self.dtype).to(self.device)
-        if buffer_of(self.uop) is None:
-            # a lazy target gets a buffer of its own first: replacing its graph instead would leave a TinyJit
-            # recording (or any graph already built on it) computing the old value. Of its own: realized as the
-            # plain graph (Tensor.ones(1)), every later 1.0 of that shape would be read from the buffer written here
+        # a lazy target gets a buffer of its own first: replacing its graph instead would leave a TinyJit recording
+        # (or any graph already built on it) computing the old value. Of its own: realized as the plain graph
+        # (Tensor.ones(1)), every later 1.0 of that shape would be read from the buffer written here. So does a
+        # target whose buffer other tensors hold: identical graphs realize into one buffer (zeros(3) twice is one
+        # node), and writing it would change them too
+        if (target := buffer_of(self.uop)) is None or \
+                any(t is not self and buffer_of(t.uop) is target for t in list(Tensor._live.values())):
             self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), Unique())
             self.realize()
-        target = buffer_of(self.uop)
-        if target is None:
+        if (target := buffer_of(self.uop)) is None:
             self.uop = x.uop
             return self
-        if any(t is not self and buffer_of(t.uop) is target for t in list(Tensor._live.values())):
-            # identical graphs realize into one buffer (zeros(3) twice is one node): writing it would change the
-            # other tensors too, so this tensor first takes a copy of its own
-            self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), Unique())
-            self.realize()
         # a graph that was computed into this buffer (Tensor.zeros(()).contiguous()) no longer has its value there:
         # built again later, it must be computed again, not read from the buffer written here
-        target = buffer_of(self.uop)
         for node, view in list(realized.items()):
             if node is not self.uop and node.op is not Ops.ASSIGN and view.base.op is Ops.BUFFER and \
                     view.base.arg[0] is target:
@@ -500,12 +495,11 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if empty and op is Ops.MAX and self.dtype != dtypes.bool:
             raise IndexError(f"max/min over an empty axis of shape {self.shape} has no identity; give a "
                                f"non-empty axis")
-        x = self
-        if empty:
-            # an empty axis reduces to the identity: pad it to one identity element (the graph stays connected, so
-            # backward still reaches self with a zero gradient); any() of nothing is False
-            identity = op is Ops.MUL         # (0 or 1 as a bool: it keeps a bool tensor bool)
-            x = self.pad(tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape)), identity)
+        # an empty axis reduces to the identity: pad it to one identity element (the graph stays connected, so
+        # backward still reaches self with a zero gradient); any() of nothing is False. (The identity as a bool, 0 or
+        # 1: it keeps a bool tensor bool)
+        x = self.pad(tuple((0, 1) if i in axes and s == 0 else (0, 0) for i, s in enumerate(self.shape)),
+                     op is Ops.MUL) if empty else self
         out = Tensor(x.uop.reduce(op, axes))
         if op is Ops.MAX and out.uop is x.uop and dtypes.is_float(x.dtype):   # a max of 1 element is x; its gradient
             out = x * (m := x.isnan().logical_not().cast(x.dtype)) / m    # is NaN at NaN (0/0, as PyTorch's amax's)
@@ -617,37 +611,27 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def cumsum(self, axis: int = 0) -> Tensor:
         """Running sum along axis (a reduce over a lower-triangular mask: n^2 work, fine for moderate n)."""
-        if self.ndim == 0:             # a 0-d running total is itself (axis 0 or -1)
-            self._axis(axis)
-            return self
-        axis, mask = self._prefixes(axis)
-        x = self.transpose(axis, -1)
         # a selection, not a product with the mask: inf * 0 would be NaN (sum() widens bools and small ints)
-        return mask.where(x.unsqueeze(-2), 0).sum(-1).transpose(axis, -1)
+        return self._running(axis, lambda rows, mask: mask.where(rows, 0).sum(-1))
 
     def logcumsumexp(self, axis: int = 0) -> Tensor:
         """log(cumsum(exp(x))) without overflow: each prefix is a logsumexp of its own (so a prefix far below the
         whole row's maximum keeps its value)."""
-        if self.ndim == 0:
-            self._axis(axis)
-            return self._float()
-        axis, mask = self._prefixes(axis)
-        x = self._float().transpose(axis, -1).unsqueeze(-2)
-        return mask.where(x, -math.inf).logsumexp(-1).transpose(axis, -1)
+        return self._float()._running(axis, lambda rows, mask: mask.where(rows, -math.inf).logsumexp(-1))
 
     def cumprod(self, axis: int = 0) -> Tensor:
-        if self.ndim == 0:             # a 0-d running total is itself (axis 0 or -1)
-            self._axis(axis)
-            return self
-        axis, lower = self._prefixes(axis)
-        x = self.transpose(axis, -1)
-        return lower.where(x.unsqueeze(-2), 1).cast(x.dtype).prod(-1).transpose(axis, -1)
+        return self._running(axis, lambda rows, mask: mask.where(rows, 1).cast(self.dtype).prod(-1))
 
-    def _prefixes(self, axis) -> tuple[int, Tensor]:
-        """axis (checked) and the (n, n) mask of the running totals along it: row i marks the positions 0..i."""
+    def _running(self, axis, total) -> Tensor:
+        """The running totals along axis: total(rows, mask) reduces the last axis of self's rows (axis moved last, as
+        (..., 1, n)) where the (n, n) mask is True, which in row i marks the positions 0..i. A 0-d tensor is its own
+        running total (axis 0 or -1)."""
         axis = self._axis(axis)
+        if self.ndim == 0:
+            return self
         positions = Tensor.arange(n := self.shape[axis], device=self.device)
-        return axis, positions.reshape(n, 1) >= positions.reshape(1, n)
+        mask = positions.reshape(n, 1) >= positions.reshape(1, n)
+        return total(self.transpose(axis, -1).unsqueeze(-2), mask).transpose(axis, -1)
 
     # ---- movement ----
     def reshape(self, shape, *args) -> Tensor:
@@ -709,8 +693,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             if len(padding) % 2 or len(padding) > 2 * self.ndim:
                 raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape} (a flat padding "
                                  f"has an even length up to {2 * self.ndim}), got {padding}")
-            flat = list(padding)
-            pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+            pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)]
             padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1]
         padding = tuple((0, 0) if p is None else tuple(p) for p in padding)
         if len(padding) != self.ndim:
@@ -969,9 +952,7 @@ _OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floor
 
 
 def _operator(method: str, reverse: bool):
-    if reverse:
-        return lambda self, x: getattr(self, method)(x, True)
-    return lambda self, x: getattr(self, method)(x)
+    return (lambda self, x: getattr(self, method)(x, True)) if reverse else lambda self, x: getattr(self, method)(x)
 
 
 for _name, _method in _OPERATORS.items():

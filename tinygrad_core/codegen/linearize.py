@@ -22,14 +22,15 @@ class _Scope:
         else:
             self.items.append(u)
 
-    def flatten(self, out: list):
+    def flatten(self) -> list[UOp]:
+        """The scope's ops in order, each loop opened by its RANGE and closed by an ENDRANGE."""
+        out: list[UOp] = []
         for item in self.items:
             if isinstance(item, _Scope):
-                out.append(item.head)
-                item.flatten(out)
-                out.append(UOp(Ops.ENDRANGE, dtypes.void, (item.head,)))
+                out += [item.head, *item.flatten(), UOp(Ops.ENDRANGE, dtypes.void, (item.head,))]
             else:
                 out.append(item)
+        return out
 
 
 class Linearizer:
@@ -48,9 +49,7 @@ class Linearizer:
             self.emit(u)
 
     def program(self) -> list[UOp]:
-        out: list[UOp] = []
-        self.scopes[0].flatten(out)
-        return out
+        return self.scopes[0].flatten()
 
     def place(self, u: UOp, depth: int) -> UOp:
         self.scopes[depth].add(u)
@@ -65,9 +64,7 @@ class Linearizer:
             return self.done[u]
         src = tuple(self.emit(s) for s in u.src)
         made = u.replace(src=src) if src != u.src else u
-        depth = max((self.depth_of[s] for s in src), default=0)
-        if u.op is Ops.STORE:
-            depth = len(self.scopes) - 1
+        depth = len(self.scopes) - 1 if u.op is Ops.STORE else max((self.depth_of[s] for s in src), default=0)
         self.done[u] = self.place(made, depth) if made not in self.depth_of else made
         return self.done[u]
 

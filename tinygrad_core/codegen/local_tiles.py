@@ -123,14 +123,6 @@ def match(ast: UOp, renderer) -> LocalTilePlan | None:
     return plan
 
 
-def _out_coords(plan: LocalTilePlan, shape, m: UOp, n: UOp, batch: UOp) -> tuple[UOp, ...]:
-    coords = [sym.const(0)] * len(shape)
-    for axes, flat in ((plan.m_axes, m), (plan.n_axes, n), (plan.batch_axes, batch)):
-        for axis, coordinate in zip(axes, unflatten(flat, [shape[a] for a in axes])):
-            coords[axis] = coordinate
-    return tuple(coords)
-
-
 def lower(ast: UOp, plan: LocalTilePlan, renderer) -> LoweredKernel:
     """The kernel graph and its launch size. Group (gidx0, gidx1, gidx2) = (n tile, m tile, batch); thread (lidx0,
     lidx1) = (col, row) computes the outputs m = m0 + i*T + row, n = n0 + j*T + col for i, j < R, so neighbouring
@@ -151,7 +143,12 @@ def lower(ast: UOp, plan: LocalTilePlan, renderer) -> LoweredKernel:
     k0 = sym.mul(step, T)
 
     def coords(m: UOp, n: UOp) -> tuple[UOp, ...]:
-        return _out_coords(plan, shape, m, n, gb[0] if gb else zero)
+        """The output coordinates of flat m and n (and the batch), each axis from the flat index it belongs to."""
+        out = [zero] * len(shape)
+        for axes, flat in ((plan.m_axes, m), (plan.n_axes, n), (plan.batch_axes, gb[0] if gb else zero)):
+            for axis, coordinate in zip(axes, unflatten(flat, [shape[a] for a in axes])):
+                out[axis] = coordinate
+        return tuple(out)
 
     def tile_element(operand: UOp, tile: UOp, index: UOp, m: UOp, n: UOp, k: UOp, valid) -> UOp:
         """One element of an operand's tile: the operand lowered at (m, n, k), stored at tile[index]."""

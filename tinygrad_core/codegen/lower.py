@@ -24,11 +24,8 @@ class LoweredKernel:
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
+    # (each the product of the sizes after it, multiplied from the innermost: one expression for symbolic sizes)
+    return tuple(prod(reversed(shape[i + 1:])) for i in range(len(shape)))
 
 
 class Lowerer:
@@ -260,10 +257,8 @@ def _lower_kernel(ast: UOp, renderer, opts, step: int = 1) -> LoweredKernel:
     idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
                  for combo in combos)
     values = Lowerer(opts.unroll, len(loops)).lower(value, idxs, (thread_valid,) * len(idxs))
-    stores = []
-    for idx, v in zip(idxs, values):
-        gate = () if thread_valid is None else (thread_valid,)
-        stores.append(UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(idx, shape), v) + gate))
+    gate = () if thread_valid is None else (thread_valid,)
+    stores = [UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(idx, shape), v) + gate) for idx, v in zip(idxs, values)]
     # every buffer argument stays in the program, even one whose loads were all folded away
     buffers = tuple(program_signature(ast.toposort())[0])
     sink = UOp(Ops.SINK, dtypes.void, buffers + tuple(loops.values()) + tuple(stores))   # (loops: opened in this order)

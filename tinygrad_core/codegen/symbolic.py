@@ -121,8 +121,7 @@ def affine(u: UOp) -> tuple[dict[UOp, int], int]:
 def from_affine(terms: dict[UOp, int], constant: int) -> UOp:
     out = None
     for term in sorted(terms, key=_sort_key):
-        coef = terms[term]
-        piece = term if coef == 1 else UOp(Ops.MUL, INDEX, (term, const(coef)))
+        piece = term if terms[term] == 1 else UOp(Ops.MUL, INDEX, (term, const(terms[term])))
         out = piece if out is None else UOp(Ops.ADD, INDEX, (out, piece))
     if out is None:
         return const(constant)
