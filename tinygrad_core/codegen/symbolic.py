@@ -5,6 +5,7 @@ its simplest form using each expression's value range, so a contiguous load read
 Symbolic sizes are the same expressions over Variables (DEFINE_VAR; BIND when a value comes with it)."""
 from __future__ import annotations
 import contextlib
+import functools
 import math
 import sys
 from tinygrad_core import ops
@@ -96,6 +97,7 @@ def bounds(u: UOp) -> tuple[int, int]:
 
 
 # ---- affine forms: an expression as {term: coefficient} + constant ----
+@functools.lru_cache(1 << 16)     # (asked for every term of every sum built; the graph under a node never changes)
 def _sort_key(u: UOp):
     return (u.op.value, str(u.arg), tuple(_sort_key(s) for s in u.src))
 
@@ -105,9 +107,15 @@ def _sum_terms(t1: dict[UOp, int], t2: dict[UOp, int]) -> dict[UOp, int]:
 
 
 def affine(u: UOp) -> tuple[dict[UOp, int], int]:
+    """u as ({term: coefficient}, constant). (The dict is shared: read it, don't change it.)"""
+    return _affine(u, INDEX)
+
+
+@functools.lru_cache(1 << 16)     # (by the index dtype too: under wide_index an int32 index is not an INDEX)
+def _affine(u: UOp, index) -> tuple[dict[UOp, int], int]:
     if is_const(u):
         return {}, int(u.arg)
-    if u.dtype == INDEX and (lo := bounds(u))[0] == lo[1]:     # e.g. the index of a loop of one: always 0
+    if u.dtype == index and (lo := bounds(u))[0] == lo[1]:     # e.g. the index of a loop of one: always 0
         return {}, lo[0]
     if u.op is Ops.ADD:
         (t1, c1), (t2, c2) = affine(u.src[0]), affine(u.src[1])
