@@ -2,7 +2,6 @@
 example, export it as C, benchmark.
 
 Each subcommand is a thin front for code that lives elsewhere in the package (or in examples/ and bench/)."""
-from __future__ import annotations
 import argparse
 import pathlib
 import runpy

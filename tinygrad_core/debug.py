@@ -1,7 +1,6 @@
 """Looking inside: text and Graphviz dumps of a lazy graph, and a finite-difference gradient check.
 
 These read the UOp graph a Tensor holds; nothing here changes it."""
-from __future__ import annotations
 import numpy as np
 from tinygrad_core.ops import Ops, UOp
 

@@ -1,7 +1,6 @@
 """Data types: what a tensor element is, how types promote, how they map to numpy.
 
 Every backend declares which of these it supports; the core never assumes more."""
-from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 

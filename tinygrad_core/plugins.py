@@ -2,7 +2,6 @@
 
 A plugin that fails to import, raises, or declares an incompatible API is recorded as broken with the reason; it
 never stops the other backends from loading, and claiming a name another plugin holds never takes that name."""
-from __future__ import annotations
 from dataclasses import dataclass, field
 import importlib.metadata
 import os

@@ -11,7 +11,6 @@ find the kernel roots (`_find_roots`) by the cut rules, which are listed in the 
 node; WALK_CUTS, met while walking what would fuse into a kernel; KERNEL_CUTS, once a kernel's walk is done; and
 build one item per root, in run order (`_order_roots`, `_build_items`). A call's planning state (the nodes laid out
 anew, a `_Plan`, then the planned buffer views) is passed from step to step, never kept in the module."""
-from __future__ import annotations
 from dataclasses import dataclass, field
 import weakref
 from tinygrad_core.codegen import symbolic as sym

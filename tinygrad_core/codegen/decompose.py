@@ -6,7 +6,6 @@ correction step with the exact residual a - b q (Dekker's product), and a look a
 quotient would round twice; it matches REFERENCE bit for bit on every pair tests/test_decompose.py tries (random bit
 patterns of each float type), at about 100 ops a division. A renderer whose target divides correctly rounded should
 render FDIV."""
-from __future__ import annotations
 from tinygrad_core.dtype import dtypes, truncate_value
 from tinygrad_core.ops import Ops, UOp, GroupOp
 

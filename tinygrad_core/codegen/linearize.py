@@ -4,7 +4,6 @@ REDUCE nodes become DEFINE_ACC + RANGE ... UPDATE_ACC ... ENDRANGE; reduces over
 is what makes upcasting a register tile). Each op is placed in the outermost loop its inputs allow, so work that
 does not depend on a loop counter is done once, outside that loop. A loop that waits at a BARRIER for local memory
 it wrote ends with another, so that no thread overwrites that memory on the next trip while others still read it."""
-from __future__ import annotations
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp, identity_element
 

@@ -8,7 +8,6 @@ each step of T along K the threads compute the block's x tile and y tile (each e
 coordinates, prologue and padding included) into local memory, wait at a barrier, and sum the products out of local
 memory, so every element read from global memory serves T*R outputs. The epilogue is the kernel's value lowered
 with the accumulator in the reduce's place."""
-from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym

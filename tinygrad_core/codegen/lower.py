@@ -3,7 +3,6 @@
 Movement ops turn into index arithmetic (codegen/symbolic.py), loads become LOAD(buffer, index, valid), reduces
 become REDUCE nodes over fresh RANGEs. Upcasting computes several neighbouring outputs per thread, sharing the
 loads they have in common; linearize.py then orders the graph into loops."""
-from __future__ import annotations
 from dataclasses import dataclass
 import functools
 import itertools

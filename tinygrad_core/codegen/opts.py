@@ -2,7 +2,6 @@
 
 A simple deterministic heuristic, driven by what the renderer declares (`max_upcast`, `has_local`, ...) and neutral
 about the hardware behind it. A backend tuned otherwise (the CPU's SIMD tiling) answers `Renderer.kernel_opts`."""
-from __future__ import annotations
 from dataclasses import dataclass
 from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
 from tinygrad_core.helpers import NOOPT, prod

@@ -2,7 +2,6 @@
 
 PASSES is the whole back half of a kernel at a glance; each pass is a small function of the Kernel being built.
 DEBUG=5 prints what each pass leaves."""
-from __future__ import annotations
 from dataclasses import dataclass
 from tinygrad_core.codegen import local_tiles, tensor_cores
 from tinygrad_core.codegen.decompose import decompose

@@ -3,7 +3,6 @@
 Movement ops become index math (reshape -> // and %, pad -> bounds checks); the rules here fold that math back to
 its simplest form using each expression's value range, so a contiguous load reads `buf[gidx0]`, not a tangle.
 Symbolic sizes are the same expressions over Variables (DEFINE_VAR; BIND when a value comes with it)."""
-from __future__ import annotations
 import contextlib
 import functools
 import math

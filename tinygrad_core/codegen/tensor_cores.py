@@ -3,7 +3,6 @@
 A kernel qualifies when it computes out[m, n] = sum_k A * B with both operands read straight from buffers of the
 tensor core's input type, each along rows or columns, so that every 16x16 tile is a pointer plus a leading
 dimension, and the sizes are whole tiles. Each warp then owns one output tile and walks K a tile at a time."""
-from __future__ import annotations
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.codegen.lower import Lowerer, LoweredKernel

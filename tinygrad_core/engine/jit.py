@@ -4,7 +4,6 @@ The first call runs normally (and compiles); the second call records every kerne
 later calls replay the recording with the new input buffers swapped in. No graph is built, nothing is scheduled, and
 a kernel without Variables goes straight to its program (`_launcher`). Sizes made of Variables are part of the
 recording unbound: a call with other values replays it with those values."""
-from __future__ import annotations
 import functools
 import weakref
 from dataclasses import dataclass

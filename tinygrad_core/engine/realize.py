@@ -1,7 +1,6 @@
 """Run a schedule: turn each kernel AST into a compiled program (once per device and AST) and launch it.
 
 This is where codegen, renderer, compiler and program meet; DEBUG output about kernels comes from here."""
-from __future__ import annotations
 import functools
 import time
 from tinygrad_core import cache

@@ -4,7 +4,6 @@ The candidates are the heuristic's opts (codegen/opts.py) and variations of them
 tiled, other unroll factors, other thread-group sizes. Each is compiled and timed on scratch buffers (the kernel's
 own buffers may be read and written by it, e.g. an in-place update); the fastest is kept in memory and on disk,
 keyed by the kernel and the device's compiler, so a later process gets it without timing anything."""
-from __future__ import annotations
 import json
 from collections.abc import Callable
 import numpy as np

@@ -1,7 +1,6 @@
 """Datasets for the examples: MNIST and Fashion-MNIST (IDX files), CIFAR-10 (python pickle batches), a batch iterator.
 
 Data is read and augmented on the host with numpy; only finished batches become Tensors."""
-from __future__ import annotations
 import gzip
 import os
 import pathlib

@@ -2,7 +2,6 @@
 PyTorch's .pt/.pth files and zip and tar archives.
 
 Sits beside the layers: it only walks Python objects and moves bytes between files and Buffers."""
-from __future__ import annotations
 import collections
 import functools
 import io

@@ -1,7 +1,6 @@
 """What a renderer's `kernel_opts` hook builds on (part of the backend API, docs/PLUGINS.md): the `KernelOpts` it
 returns, and `load_strides`, how each load of a kernel walks memory. The choices are the backend's; this analysis of
 the kernel is the same for every one."""
-from __future__ import annotations
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.codegen.lower import Lowerer
 from tinygrad_core.codegen.opts import KernelOpts as KernelOpts     # re-exported: the hook's answer
