@@ -1,5 +1,6 @@
 """Bad input raises when the op is built, with PyTorch's or tinygrad's exception class and a message that names the
 values; nothing wraps an axis around or computes a number from it."""
+import math
 import numpy as np
 import pytest
 from tinygrad_core import Tensor, TinyJit, dtypes, nn
@@ -138,3 +139,90 @@ def test_the_valid_neighbours_of_those_still_work():
     assert Tensor.ones(2).dropout(1.0).tolist() == [1.0, 1.0]      # (outside training: as torch, the input)
     assert Tensor.eye(0).shape == (0, 0) and Tensor.ones(3).repeat_interleave(0).shape == (0,)
     assert Tensor.uniform(2, low=1.0, high=1.0).tolist() == [1.0, 1.0] and Tensor.normal(2, std=0.0).tolist() == [0, 0]
+
+
+# from an outside catalog of bad inputs: each gave a number (or failed in the code generator), or named internals
+ZERO = r"integer division or modulo by zero"
+BOOL_SUB = r"Subtraction, the `-` operator, with two bool tensors is not supported"
+NOT_TENSORS = r"params argument given to the optimizer should be an iterable of Tensors, but got Tensor"
+PROBABILITIES = r"probability tensor contains either `inf`, `nan` or element < 0"
+CATALOG_CASES = [
+    (ZeroDivisionError, ZERO, lambda: Tensor([1, 2]) // 0),
+    (ZeroDivisionError, ZERO, lambda: Tensor([1, 2]) % 0),
+    (ZeroDivisionError, ZERO, lambda: Tensor(-7) // 0),
+    (ZeroDivisionError, ZERO, lambda: 7 // Tensor([0, 1])),
+    (ZeroDivisionError, ZERO, lambda: Tensor([1, 2]) // Tensor([0, 1])),          # (a realized divisor)
+    (ZeroDivisionError, ZERO, lambda: Tensor([1, 2], dtype=dtypes.int64) % Tensor(0)),
+    (ZeroDivisionError, ZERO, lambda: Tensor([3]).div(0, rounding_mode="trunc")),
+    (ZeroDivisionError, ZERO, lambda: Tensor([3]).fmod(0)),
+    (RuntimeError, BOOL_SUB, lambda: Tensor([True]) - Tensor([True])),
+    (RuntimeError, BOOL_SUB, lambda: True - Tensor([True, False])),
+    (TypeError, r"expand sizes .*float 3.0 in \(2, 3.0\)", lambda: Tensor.ones(2, 1).expand(2, 3.0)),
+    (RuntimeError, r"NoneType None", lambda: Tensor([None])),
+    (RuntimeError, r"NoneType None", lambda: Tensor([[1.0], [None]], dtype=dtypes.float32)),
+    (RuntimeError, r"int 1180591620717411303424: .*int64", lambda: Tensor([2**70])),
+    (RuntimeError, r"int 9223372036854775808: .*int64", lambda: Tensor([2**63])),
+    (ValueError, r"rand only supports float dtypes, got dtypes.int", lambda: Tensor.rand(4, dtype=dtypes.int32)),
+    (ValueError, r"randn only supports float dtypes", lambda: Tensor.randn(4, dtype=dtypes.int32)),
+    (TypeError, r"linspace .*steps 2.5", lambda: Tensor.linspace(0, 1, 2.5)),
+    (TypeError, r"fill_value must be a number, got str 'a'", lambda: Tensor.full((2, 2), "a")),
+    (TypeError, r"fill_value must be a number, got NoneType", lambda: Tensor.full((2,), None, dtype=dtypes.float32)),
+    (RuntimeError, r"unsupported range: 0 -> inf", lambda: Tensor.arange(float("inf"))),
+    (RuntimeError, r"unsupported range: 0 -> nan", lambda: Tensor.arange(float("nan"))),
+    (RuntimeError, PROBABILITIES, lambda: Tensor([0.5, -0.5]).multinomial(1)),
+    (RuntimeError, PROBABILITIES, lambda: Tensor([0.5, float("nan")]).multinomial(1)),
+    (RuntimeError, PROBABILITIES, lambda: Tensor([[1.0, 1.0], [1.0, float("inf")]]).multinomial(2, True)),
+    (TypeError, NOT_TENSORS, lambda: optim.SGD(Tensor.ones(3, requires_grad=True), lr=0.1)),
+    (TypeError, NOT_TENSORS, lambda: optim.Adam(Tensor.ones(3))),
+    (RuntimeError, r"\(2, 3, 4\) @ \(3, 4, 5\) \(batch sizes 2 and 3",
+     lambda: Tensor.ones(2, 3, 4) @ Tensor.ones(3, 4, 5)),
+    (RuntimeError, r"split sizes must be >= 0 .*got 0 for \(6,\)", lambda: Tensor.ones(6).split(0)),
+    (RuntimeError, r"split sizes must be >= 0 .*got -1 for", lambda: Tensor.ones(6).split(-1)),
+    (RuntimeError, r"split sizes must be >= 0 .*got \[2, -1, 5\]", lambda: Tensor.ones(6).split([2, -1, 5])),
+    (TypeError, r"padding must be ints.*float 1.5", lambda: Tensor.ones(2, 3).pad((1.5, 1))),
+    (RuntimeError, r"repeat needs a count >= 0 for each of the 2 dims of \(2, 3\): \(2,\)",
+     lambda: Tensor.ones(2, 3).repeat(2)),
+    (RuntimeError, r"repeat needs a count >= 0 .*\(2, -1\)", lambda: Tensor.ones(2, 3).repeat(2, -1)),
+    (TypeError, r"repeats must be ints.*float 1.5", lambda: Tensor.ones(2).repeat(1.5)),
+]
+
+
+@pytest.mark.parametrize("error,message,build", CATALOG_CASES, ids=[f"catalog{i}" for i in range(len(CATALOG_CASES))])
+def test_catalog_bad_input_raises_when_built(error, message, build):
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_the_valid_neighbours_of_the_catalog_cases_still_work():
+    assert (Tensor([7, -7]) // 2).tolist() == [3, -4] and (Tensor([7, -7]) % 3).tolist() == [1, 2]
+    assert (Tensor([1, 2]) // Tensor([3, 1])).tolist() == [0, 2] and (Tensor([1.0, 0.0]) // 0).tolist()[0] == math.inf
+    assert (Tensor.zeros(0, dtype=dtypes.int32) // 0).shape == (0,)      # (nothing is divided, as in PyTorch)
+    assert (Tensor([True, False]) & Tensor([True, True])).tolist() == [True, False]
+    assert (Tensor([True]) - 1).tolist() == [0] and (1 - Tensor([True, False])).tolist() == [0, 1]
+    assert (-Tensor([True, False])).tolist() == [False, True]       # (tinygrad's logical not)
+    assert Tensor.ones(2, 1).expand(np.int64(2), -1).shape == (2, 1) and Tensor.ones(2, 3).pad((1, np.int64(1))).shape \
+        == (2, 5)
+    big = Tensor([2**40, -2**63])
+    assert big.dtype == dtypes.int64 and big.tolist() == [2**40, -2**63] and Tensor([2**31 - 1]).dtype == dtypes.int32
+    assert Tensor([2**63], dtype=dtypes.uint64).tolist() == [2**63]
+    small = Tensor.randint(1000, low=-2**31, high=2**31)
+    assert small.dtype == dtypes.int32 and Tensor.randint(3, high=5, dtype=dtypes.int8).dtype == dtypes.int8
+    wide = Tensor.randint(1000, low=2**33, high=2**34).numpy()
+    assert wide.dtype == np.int64 and wide.min() >= 2**33 and wide.max() < 2**34 and len(set(wide.tolist())) > 900
+    assert Tensor.rand(2, dtype=dtypes.float16).dtype == dtypes.float16 and Tensor.randn(2, dtype="float64").dtype \
+        == dtypes.float64
+    assert Tensor.linspace(0, 1, 3).tolist() == [0.0, 0.5, 1.0]
+    assert Tensor.full((2,), np.float32(1.5)).tolist() == [1.5] * 2
+    assert Tensor.arange(0, 5, math.inf).shape == (0,)
+    assert Tensor([0.0, 1.0]).multinomial(1).tolist() == [1]
+    assert [t.shape for t in Tensor.ones(6).split(4)] == [(4,), (2,)]
+    assert [t.shape for t in Tensor.ones(0).split(0)] == [(0,)]
+    assert [t.shape for t in Tensor.ones(6).split([2, 0, 4])] == [(2,), (0,), (4,)]
+    assert Tensor.ones(2, 3).repeat(2, 0).shape == (4, 0) and Tensor.ones(2, 3).repeat(1, 2, 1).shape == (1, 4, 3)
+    assert (Tensor.ones(2, 1, 3, 4) @ Tensor.ones(5, 4, 2)).shape == (2, 5, 3, 2)
+    w = Tensor.ones(3, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    with Tensor.train():
+        (w * w).sum().backward()
+        opt.step()
+    assert w.tolist() == pytest.approx([0.8] * 3)

@@ -340,7 +340,8 @@ def test_setitem_at_a_symbolic_position():
 
 
 def test_an_index_tensor_out_of_range_below_reads_zero_as_above():
-    # as in tinygrad, a value outside [-size, size) in an index tensor reads 0 (it can't be checked when the op is
-    # built); -11 on an axis of 10 was counted from the end twice and read x[9]
+    # as in tinygrad, a value outside [-size, size) in a lazy index tensor reads 0 (its values aren't known when the
+    # op is built; a realized one raises: test_bad_input_values.py); -11 on an axis of 10 was counted from the end
+    # twice and read x[9]
     x = Tensor(np.arange(10.0))
-    np.testing.assert_array_equal(x[Tensor([-11, -10, -1, 10, 11, -21])].numpy(), [0, 0, 9, 0, 0, 0])
+    np.testing.assert_array_equal(x[Tensor([-11, -10, -1, 10, 11, -21]).contiguous()].numpy(), [0, 0, 9, 0, 0, 0])

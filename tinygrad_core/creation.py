@@ -14,6 +14,7 @@ from tinygrad_core.dtype import dtypes, to_dtype
 from tinygrad_core.helpers import argfix, fetch, prod
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.ops import UOp, is_symbolic
+from tinygrad_core.elementwise import has_float64
 from tinygrad_core.schedule import buffer_uop, buffer_of
 if TYPE_CHECKING:
     from tinygrad_core.tensor import Tensor
@@ -22,11 +23,12 @@ if TYPE_CHECKING:
 random_offset_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _checked_shape(shape: tuple) -> tuple:
+def _checked_shape(shape: tuple, what: str = "sizes", negative_ok: bool = False) -> tuple:
+    """Ints (numpy's too) or symbolic sizes, as plain ints; a float or a str would only fail in the code generator."""
     for s in shape:
         if isinstance(s, bool) or not (isinstance(s, (int, np.integer)) or is_symbolic(s)):
-            raise TypeError(f"sizes must be ints (or symbolic sizes), got {type(s).__name__} {s!r} in {shape}")
-        if not is_symbolic(s) and s < 0:
+            raise TypeError(f"{what} must be ints (or symbolic sizes), got {type(s).__name__} {s!r} in {shape}")
+        if not negative_ok and not is_symbolic(s) and s < 0:
             raise ValueError(f"can't make a tensor with a negative size: {shape}")
     return tuple(s if is_symbolic(s) else int(s) for s in shape)
 
@@ -46,6 +48,8 @@ class CreationOps:
     @classmethod
     def full(cls, shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
         shape = _checked_shape(argfix(shape) if isinstance(shape, (tuple, list)) else (shape,))
+        if not isinstance(fill_value, (bool, int, float, np.number, np.bool_)) and not is_symbolic(fill_value):
+            raise TypeError(f"full's fill_value must be a number, got {type(fill_value).__name__} {fill_value!r}")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
         return cls(UOp.const(dtype, fill_value, Device.canonicalize(device)).broadcast_to(shape), **kwargs)
 
@@ -62,6 +66,8 @@ class CreationOps:
         start, stop = (0, start) if stop is None else (start, stop)
         if step == 0:
             raise ValueError(f"arange step must be nonzero (start {start}, stop {stop})")
+        if not math.isfinite(stop - start) or math.isnan(step):
+            raise RuntimeError(f"unsupported range: {start} -> {stop} (step {step}): arange needs finite bounds")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
         if dtype == dtypes.default_int and not dtypes.min(dtype) <= min(start, stop - step) <= \
                 max(start, stop - step) <= dtypes.max(dtype):
@@ -75,9 +81,9 @@ class CreationOps:
     @classmethod
     def linspace(cls, start, stop, steps: int, device=None, dtype=None, **kwargs) -> Tensor:
         dtype = to_dtype(dtype or dtypes.default_float)
-        if dtype == dtypes.bool or not isinstance(steps, int) or steps < 0:
-            raise ValueError(
-                f"linspace needs a number dtype and a non-negative int count, got dtype {dtype}, steps {steps!r}")
+        if dtype == dtypes.bool or not isinstance(steps, int) or steps < 0:     # (a float steps: TypeError, as PyTorch)
+            raise (ValueError if isinstance(steps, int) else TypeError)(
+                f"linspace needs a number dtype and an int steps >= 0, got dtype {dtype}, steps {steps!r}")
         if steps == 1:
             return cls([start], device=device, dtype=dtype, **kwargs)
         return (cls.arange(steps, device=device, dtype=dtypes.float32) * ((stop - start) / (steps - 1)) +
@@ -162,6 +168,8 @@ class CreationOps:
     def rand(cls, *shape, device=None, dtype=None, **kwargs) -> Tensor:
         """Uniform in [0, 1)."""
         shape = _checked_shape(argfix(*shape))
+        if dtype is not None and not dtypes.is_float(to_dtype(dtype)):    # (uniform numbers cast to ints are 0)
+            raise ValueError(f"rand only supports float dtypes, got {dtype}")
         if isinstance(device, (tuple, list)):
             raise ValueError(f"rand makes a tensor on one device, got {device} (rand_like draws on each of several)")
         bits = cls._random_bits(prod(shape), Device.canonicalize(device))
@@ -172,16 +180,21 @@ class CreationOps:
     def randn(cls, *shape, dtype=None, **kwargs) -> Tensor:
         """Standard normal, by the Box-Muller transform."""
         shape = _checked_shape(argfix(*shape))
+        if dtype is not None and not dtypes.is_float(to_dtype(dtype)):
+            raise ValueError(f"randn only supports float dtypes, got {dtype}")
         u = cls.rand(2, *shape, device=kwargs.pop("device", None))
         z = (u[0] * (2 * math.pi)).cos() * (1 - u[1]).log().mul(-2).sqrt()
         return cls(z.cast(to_dtype(dtype or dtypes.default_float)).uop, **kwargs)
 
     @classmethod
-    def randint(cls, *shape, low=0, high=10, device=None, dtype=dtypes.int32, **kwargs) -> Tensor:
+    def randint(cls, *shape, low=0, high=10, device=None, dtype=None, **kwargs) -> Tensor:
         if high <= low:
             raise ValueError(f"randint needs low < high, got low={low}, high={high}")
-        return (cls.rand(*shape, device=device) * (high - low) + low).floor().cast(to_dtype(dtype)).requires_grad_(
-            kwargs.get("requires_grad"))
+        # int64 for bounds past int32, as arange; the arithmetic in float64 where the device has it (float32's
+        # rounding took low + r (high - low) past int32, and up to high itself)
+        dtype = to_dtype(dtype or (dtypes.int32 if -2**31 <= low and high <= 2**31 else dtypes.int64))
+        r = cls.rand(*shape, device=device, dtype=dtypes.float64 if has_float64(device) else dtypes.float32)
+        return (r * (high - low) + low).floor().cast(dtype).requires_grad_(kwargs.get("requires_grad"))
 
     @classmethod
     def randperm(cls, n: int, device=None, dtype=dtypes.int32, **kwargs) -> Tensor:
@@ -191,8 +204,9 @@ class CreationOps:
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
         """Indices drawn with probabilities proportional to self's rows (1-d or 2-d), as torch.multinomial."""
         if not 1 <= self.ndim <= 2 or num_samples < 1:
-            raise ValueError(f"multinomial takes a 1-d or 2-d tensor of weights and num_samples >= 1, got shape "
-                             f"{self.shape} and {num_samples}")
+            raise ValueError(f"multinomial takes 1-d or 2-d weights and num_samples >= 1: {self.shape}, {num_samples}")
+        if (known := self._known_values()) is not None and not ((known >= 0) & (known < math.inf)).all():
+            raise RuntimeError(f"probability tensor contains either `inf`, `nan` or element < 0 (shape {self.shape})")
         weights = (self if self.ndim == 2 else self.unsqueeze(0)).float()
         if not replacement and num_samples > weights.shape[1]:
             raise ValueError(f"can't draw {num_samples} samples without replacement from {weights.shape[1]}")

@@ -222,11 +222,8 @@ class ElementwiseOps:
         gradient is 1 up to and at the bounds (0 at NaN), as in PyTorch."""
         if min_ is None and max_ is None:
             raise RuntimeError("clip needs at least one of min_ and max_")
-        out = self
-        if min_ is not None:
-            out = (out < min_).where(min_, out)
-        if max_ is not None:
-            out = (out > max_).where(max_, out)
+        out = self if min_ is None else (self < min_).where(min_, self)
+        out = out if max_ is None else (out > max_).where(max_, out)
         return self.isnan().where(self.detach(), out)
 
     clamp = clip

@@ -41,8 +41,9 @@ class IndexingOps:
         [1, 3]
         """
         n = self.shape[self._axes(dim)[0]] if self.ndim else 1
-        if not 0 <= k <= n:
-            raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {n} (shape {self.shape})")
+        if not isinstance(k, int) or not 0 <= k <= n:
+            raise (ValueError if isinstance(k, int) else TypeError)(
+                f"topk: k={k!r} must be an int from 0 to the size {n} of dim {dim} (shape {self.shape})")
         return _sort(self, dim, largest, k)
 
     def cummax(self, axis: int = 0):
@@ -135,6 +136,8 @@ class IndexingOps:
         """
         if indexing not in ("ij", "xy"):
             raise RuntimeError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+        if (bad := next((t for t in (self, *args) if t.ndim > 1), None)) is not None:
+            raise RuntimeError(f"meshgrid: expected 0-D or 1-D tensors, got one of shape {bad.shape}")
         tensors = [t.reshape(-1) for t in (self, *args)]
         axes = list(range(len(tensors)))
         if indexing == "xy" and len(tensors) > 1:
@@ -177,6 +180,21 @@ class IndexingOps:
         if not coords:
             return type(self).zeros(positions.shape[0], 0, dtype=dtypes.int32, device=self.device)
         return (positions == -1).unsqueeze(-1).where(fill_value, type(self).stack(*coords, dim=-1))
+
+    # ---- index values known when the op is built ----
+    def _check_range(self, low: int, high: int, error, skip=None):
+        """Raise error(value) for the first value of self outside [low, high) (skip: one value let through, a loss's
+        ignore_index) when the values are known now (_known_values: a plain buffer, not lazy, not sharded). A lazy
+        index is not computed for the check; a TinyJit replay runs no Python, so checks nothing."""
+        if (values := self._known_values()) is None:
+            return
+        bad = values[((values < low) | (values >= high)) & (values != skip if skip is not None else True)]
+        if bad.size:
+            raise error(bad[0].item())
+
+    def _check_index(self, low: int, n: int, dim: int, error=IndexError):
+        """torch's error for an index into dim (of size n) below low (-n: counted from the end allowed) or past n."""
+        self._check_range(low, n, lambda v: error(f"index {v} is out of bounds for dimension {dim} with size {n}"))
 
     # ---- scattering ----
     def scatter(self, dim: int, index, src, reduce: str | None = None):
@@ -313,6 +331,7 @@ def _scatter_hits(t, dim, index, src, name: str):
     if not index.ndim == t.ndim == src.ndim:
         raise RuntimeError(f"{name}: self {t.shape}, index {index.shape} and src {src.shape} need the same rank")
     dim = t._axes(dim)[0]
+    index._check_index(0, t.shape[dim], dim, RuntimeError)
     if any(i > s or (d != dim and i > n) for d, (i, s, n) in enumerate(zip(index.shape, src.shape, t.shape))):
         raise RuntimeError(f"{name}: index {index.shape} must be no larger than src {src.shape} in every dim, nor "
                            f"than self {t.shape} outside dim {dim}")
@@ -346,7 +365,8 @@ def _index_tensor(t, index, dim: int):
         raise IndexError(f"tensors used as indices must be integer tensors, got {index.dtype} along dim {dim}")
     if index.device != t.device:
         raise RuntimeError(f"indices are on {index.device}, the indexed tensor on {t.device}: move one with .to()")
-    return ((index < 0) & (index >= -size)).where(index + size, index)   # (out of range either way: read as 0)
+    index._check_index(-size, size, dim)
+    return ((index < 0) & (index >= -size)).where(index + size, index)   # (a lazy one out of range reads as 0)
 
 
 def _normalize(t, indices) -> list:
@@ -357,8 +377,7 @@ def _normalize(t, indices) -> list:
     for i in indices:
         if not (i is None or i is Ellipsis or isinstance(i, (int, slice, type(t), list, tuple)) or is_symbolic(i)) \
                 or isinstance(i, bool):
-            raise IndexError(f"can't index with {type(i).__name__} {i!r}: use ints, slices, None, ... or integer "
-                             f"tensors")
+            raise IndexError(f"can't index with {type(i).__name__} {i!r}: use ints, slices, None, ... or int tensors")
     consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
     if consumed > t.ndim:
         raise IndexError(f"too many indices ({consumed}) for a tensor of shape {t.shape}")

@@ -93,6 +93,8 @@ class NNOps:
         first."""
         if isinstance(padding, int):
             return [(padding, padding)] * dims
+        if isinstance(padding, str):
+            raise error(f"Invalid padding string: {padding!r}")
         padding = tuple(padding)
         if len(padding) == dims:
             return [(p, p) for p in padding]
@@ -113,8 +115,10 @@ class NNOps:
         if self.shape[1] != in_channels:
             raise RuntimeError(f"conv input {self.shape} has {self.shape[1]} channels but weight {weight.shape} with "
                                f"groups={groups} expects {in_channels}")
-        if any(v < 1 for v in make_tuple(stride, dims) + make_tuple(dilation, dims) + weight.shape[2:]):
-            raise RuntimeError(f"conv stride {stride}, dilation {dilation}, kernel {weight.shape[2:]} must be > 0")
+        strides, dilations = make_tuple(stride, dims), make_tuple(dilation, dims)
+        if {len(strides), len(dilations)} != {dims} or any(v < 1 for v in strides + dilations + weight.shape[2:]):
+            raise RuntimeError(f"expected stride {stride} and dilation {dilation} to be an integer or a list of {dims} "
+                               f"values to match the convolution dimensions, all > 0 (kernel {weight.shape[2:]} too)")
         if bias is not None and bias.shape != (out_channels,):
             raise RuntimeError(f"conv bias {bias.shape} should be ({out_channels},) for weight {weight.shape}")
 
@@ -124,6 +128,11 @@ class NNOps:
         cout, cin_group, *kernel = weight.shape
         dims = len(kernel)
         self._check_conv(weight, bias, groups, groups * cin_group, cout, stride, dilation)
+        if padding in ("same", "valid"):      # 'same' keeps the size, its odd pixel of padding after (as torch)
+            if padding == "same" and any(s != 1 for s in make_tuple(stride, dims)):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            totals = [d * (k - 1) if padding == "same" else 0 for k, d in zip(kernel, make_tuple(dilation, dims))]
+            padding = flatten((total // 2, total - total // 2) for total in reversed(totals))
         bs = self.shape[0]
         pads = self._padding_pairs(padding, dims, RuntimeError)
         padded = [n + b + a for n, (b, a) in zip(self.shape[2:], pads)]
@@ -190,10 +199,15 @@ class NNOps:
         kernel = make_tuple(kernel_size, 2)
         dims = len(kernel)
         strides, dilations = make_tuple(kernel if stride is None else stride, dims), make_tuple(dilation, dims)
+        if {len(strides), len(dilations)} != {dims}:
+            raise RuntimeError(f"pooling stride {strides}, dilation {dilations}: each must be an int or {dims} ints")
         if any(v < 1 for v in kernel + strides + dilations) or self.ndim < dims:
             raise ValueError(f"pooling input {self.shape} with kernel {kernel}, stride {strides} and dilation "
                              f"{dilations}: all must be positive and the input needs {dims} spatial dims")
         pads = self._padding_pairs(padding, dims)
+        for (before, _), k in zip(pads if isinstance(padding, int) or len(padding) == dims else (), kernel):
+            if 2 * before > k:       # (torch's rule; (before, after) pairs, tinygrad's and ONNX's, may pad more)
+                raise RuntimeError(f"pad should be at most half of kernel size, but got pad={before}, kernel_size={k}")
         if ceil_mode:
             for i, (n, k, s, d, (b, a)) in enumerate(zip(self.shape[-dims:], kernel, strides, dilations, pads)):
                 outs = ceildiv(n + b + a - d * (k - 1) - 1, s) + 1
@@ -294,7 +308,8 @@ class NNOps:
             raise ValueError(f"interpolate mode {mode!r} (align_corners={align_corners}): modes are linear, bilinear, "
                              "trilinear (which take align_corners), nearest and nearest-exact")
         if not 0 < len(size) <= self.ndim or any(not isinstance(n, int) or n < 1 for n in size):
-            raise ValueError(f"interpolate size {size} must be up to {self.ndim} positive ints for shape {self.shape}")
+            raise (ValueError if all(isinstance(n, int) for n in size) else TypeError)(
+                f"interpolate size {size} must be up to {self.ndim} positive ints for shape {self.shape}")
         integer = mode == "linear" and not dtypes.is_float(self.dtype)
         x, const = (self.cast(dtypes.int64) if integer else self), functools.partial(type(self), device=self.device)
         for axis in range(self.ndim - 1, self.ndim - len(size) - 1, -1):     # the last axis first, as torch's uint8
@@ -350,6 +365,9 @@ class NNOps:
     def batchnorm(self, weight, bias, mean, invstd, axis=1):
         axes = make_tuple(axis, 1)
         shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        for name, t in (("running_mean", mean), ("invstd", invstd), ("weight", weight), ("bias", bias)):
+            if t is not None and t.numel() != prod(shape) and (name != "invstd" or t.ndim == len(axes)):
+                raise RuntimeError(f"{name} should contain {prod(shape)} elements not {t.numel()}")
         x = self - mean.reshape(shape)
         if weight is not None:
             x = x * weight.reshape(shape)
@@ -376,12 +394,12 @@ class NNOps:
             raise RuntimeError(f"one_hot needs an integer tensor of class indices, got {self.dtype}")
         if num_classes < -1:
             raise ValueError(f"one_hot: num_classes must be -1 (inferred) or non-negative, got {num_classes}")
-        if num_classes == -1:
-            low, high = self.min().item(), self.max().item()
-            if low < 0:
-                raise RuntimeError(f"one_hot: class values must be non-negative, got {low}")
-            num_classes = high + 1
-        return (self.unsqueeze(-1) == self.arange(num_classes, device=self.device)).cast(dtypes.int32)
+        # num_classes inferred: the values are read back, realized first so that they are checked below
+        x = self.contiguous().realize() if num_classes == -1 and buffer_of(self.uop) is None else self
+        num_classes = x.max().item() + 1 if num_classes == -1 else num_classes
+        x._check_range(0, num_classes, lambda v: RuntimeError(
+            f"Class values must be {'non-negative' if v < 0 else f'smaller than num_classes={num_classes}'}, got {v}"))
+        return (x.unsqueeze(-1) == x.arange(num_classes, device=x.device)).cast(dtypes.int32)
 
     def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12):
         """self divided by its p-norm along dim, the norm held at eps or more (torch.nn.functional.normalize)."""
@@ -399,6 +417,8 @@ class NNOps:
         """softmax(self @ key^T / sqrt(head size) + mask) @ value, self the queries (..., L, E), key (..., S, E).
         attn_mask: bool (True attends) or added to the scores; is_causal: query i attends to keys 0..i. A query that
         may attend to nothing gets zeros, as torch."""
+        if key.shape[-1] != self.shape[-1]:     # (the matmul would name the key transposed)
+            raise RuntimeError(f"attention query {self.shape} and key {key.shape} need the same last (embedding) size")
         if enable_gqa:      # key/value heads shared by groups of query heads
             key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
             value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
@@ -424,6 +444,7 @@ class NNOps:
             raise RuntimeError(f"logits {self.shape} need int labels shaped {self.shape[:-1]}, got {Y.dtype} {Y.shape}")
         if not 0 <= label_smoothing <= 1:
             raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+        Y._check_range(0, self.shape[-1], lambda v: IndexError(f"Target {v} is out of bounds."), ignore_index)
         log_probs = self.log_softmax(-1)
         keep = (Y != ignore_index)
         target = (Y.unsqueeze(-1) == self.arange(self.shape[-1], device=self.device)) & keep.unsqueeze(-1)
@@ -460,9 +481,10 @@ class NNOps:
         the mean divides by the summed weights of the labels counted (torch.nn.functional.nll_loss)."""
         axis = min(1, self.ndim - 1)
         classes = self.shape[axis]
-        if self.shape[:axis] + self.shape[axis + 1:] != Y.shape:
-            raise RuntimeError(f"nll_loss input {self.shape} (classes on axis {axis}) needs a target of shape "
-                             f"{self.shape[:axis] + self.shape[axis + 1:]}, got {Y.shape}")
+        if self.shape[:axis] + self.shape[axis + 1:] != Y.shape or not dtypes.is_int(Y.dtype):
+            raise RuntimeError(f"nll_loss input {self.shape} (classes on axis {axis}) needs an integer target of shape "
+                               f"{self.shape[:axis] + self.shape[axis + 1:]}, got {Y.dtype} {Y.shape}")
+        Y._check_range(0, classes, lambda v: IndexError(f"Target {v} is out of bounds."), ignore_index)
         if weight is not None and weight.shape != (classes,):
             raise RuntimeError(f"nll_loss weight {weight.shape} should have one entry for each of the {classes} "
                                f"classes of input {self.shape}")

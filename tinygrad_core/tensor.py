@@ -13,13 +13,13 @@ import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype  # noqa: F401
 from tinygrad_core.gradient import compute_gradient, Function
-from tinygrad_core.helpers import argfix, broadcast_shape, prod
+from tinygrad_core.helpers import all_int, argfix, broadcast_shape, prod
 from tinygrad_core.ops import Ops, UOp, Unique, is_symbolic
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
 from tinygrad_core.engine.realize import kept_nodes, reachable, recorder, run_schedule
 from tinygrad_core.nn_ops import NNOps
-from tinygrad_core.creation import CreationOps
+from tinygrad_core.creation import CreationOps, _checked_shape
 from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
 from tinygrad_core.debug import graph_dot, graph_text
 from tinygrad_core.elementwise import ElementwiseOps, _Smooth, has_float64, in_float32
@@ -61,7 +61,13 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             uop = _buffer_from_numpy(np.zeros((0,), np.float32), dtype or dtypes.default_float, device)
         else:
             if isinstance(data, (list, tuple)):
-                inferred = dtype or dtypes.from_py(data)
+                # numpy's own reading first: to it a None is an object (as a float it would be NaN), and so is an int
+                # past 64 bits; ints past int32 make int64, as in PyTorch (and as arange's)
+                if (raw := np.array(data)).dtype.kind not in "biuf" or raw.dtype == np.uint64 and dtype is None:
+                    v = next(v for v in raw.ravel().tolist() if not isinstance(v, (int, float)) or abs(v) >= 2**63)
+                    raise RuntimeError(f"can't make a Tensor of {type(v).__name__} {v!r}: numbers only, ints in int64")
+                wide = raw.dtype.kind == "i" and raw.size and not -2**31 <= raw.min() <= raw.max() < 2**31
+                inferred = dtype or (dtypes.int64 if wide else dtypes.from_py(data))
                 array = np.array(data, dtype=np.float32 if inferred == dtypes.bfloat16 else inferred.np)
             elif isinstance(data, (np.ndarray, np.generic)):     # numpy arrays and numpy scalars (np.float32(1))
                 array = np.asarray(data)
@@ -174,6 +180,12 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return out
 
     def tolist(self): return self.numpy().tolist()                      # noqa: E704
+
+    def _known_values(self) -> np.ndarray | None:
+        """The values if they are known as an op is built (computed already, as a whole buffer), else None: bad input
+        found in them raises then, as PyTorch's does (a lazy graph isn't computed for the check)."""
+        buffer = buffer_of(self.uop) if all_int(self.shape) else None
+        return None if buffer is None else buffer.host_view()[:self.numel()]
 
     def item(self):
         if self.numel() != 1:
@@ -303,6 +315,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def _binary(self, op: Ops, x, reverse: bool = False) -> Tensor:
         a, b = self._to_operand(x, reverse)
+        if op is Ops.SUB and a.dtype == dtypes.bool:      # (PyTorch's words; no backend subtracts bools)
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                               "`logical_xor()` operator instead.")
         return Tensor(a.uop.alu(op, b.uop))
 
     def _broadcast_to(self, shape) -> Tensor:
@@ -355,7 +370,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         a, b = self._to_operand(x, reverse)
         if not dtypes.is_int(a.dtype):
             raise TypeError(f"idiv is for integer tensors, got {a.dtype}; use / or floordiv")
-        return Tensor(a.uop.alu(Ops.IDIV, b.uop))
+        return Tensor(a.uop.alu(Ops.IDIV, _nonzero(b).uop))
 
     def floordiv(self, x, reverse=False) -> Tensor:
         """Division rounding down, as Python's // does."""
@@ -368,7 +383,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         q = a.idiv(b)
         return ((a.mod_trunc(b) != 0) & ((a < 0) != (b < 0))).where(q - 1, q)
 
-    def mod_trunc(self, x) -> Tensor: return self._binary(Ops.MOD, x)   # noqa: E704
+    def mod_trunc(self, x) -> Tensor: return self._binary(Ops.MOD, _nonzero(self._to_operand(x)[1]))   # noqa: E704
 
     def mod(self, x, reverse=False) -> Tensor:
         """Remainder with the sign of the divisor, as Python's % does."""
@@ -562,8 +577,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def std_mean(self, axis=None, keepdim=False, correction=1):
         return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
-    def any(self, axis=None, keepdim=False) -> Tensor:
-        return self.bool().max(axis, keepdim)        # (over an empty axis: False)
+    # (any over an empty axis is False, the max of nothing for bools)
+    def any(self, axis=None, keepdim=False) -> Tensor: return self.bool().max(axis, keepdim)    # noqa: E704
 
     def all(self, axis=None, keepdim=False) -> Tensor:
         return self.bool().logical_not().any(axis, keepdim).logical_not()
@@ -638,10 +653,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         """A new shape with the same elements; -1 is inferred, None keeps the size at that position (tinygrad)."""
         shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
         if not all(type(s) is int for s in shape + self.shape):     # (plain ints, the common case, need no checks)
-            for s in shape:
-                if isinstance(s, bool) or not (isinstance(s, (int, np.integer)) or is_symbolic(s)):
-                    raise TypeError(f"reshape sizes must be ints, got {type(s).__name__} {s!r} in {shape}")
-            shape = tuple(s if is_symbolic(s) else int(s) for s in shape)
+            shape = _checked_shape(shape, "reshape sizes", negative_ok=True)
             if any(map(is_symbolic, shape + self.shape)):
                 return self._reshape_symbolic(shape)
         if shape.count(-1) > 1:
@@ -678,7 +690,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return Tensor(self.uop.permute(order))
 
     def expand(self, shape, *args) -> Tensor:
-        shape = argfix(shape, *args)
+        shape = _checked_shape(argfix(shape, *args), "expand sizes", negative_ok=True)
         base = (1,) * (len(shape) - self.ndim) + self.shape
         new = tuple(b if s == -1 and i >= len(shape) - self.ndim else s for i, (s, b) in enumerate(zip(shape, base)))
         if len(shape) < self.ndim or any(s < 0 or b != 1 and b != s for b, s in zip(base, new)):
@@ -689,13 +701,13 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def pad(self, padding, value: float = 0.0, mode: str = "constant") -> Tensor:
         """padding: ((before, after), ...) per axis, or a flat PyTorch-style (last_before, last_after, ...). mode:
         'constant' (filled with value), 'reflect', 'replicate' or 'circular' (see NNOps._pad_mode)."""
-        if padding and all(isinstance(p, int) for p in padding):
+        if padding and not any(isinstance(p, (tuple, list)) or p is None for p in padding):
             if len(padding) % 2 or len(padding) > 2 * self.ndim:
                 raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape} (a flat padding "
                                  f"has an even length up to {2 * self.ndim}), got {padding}")
             pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)]
             padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1]
-        padding = tuple((0, 0) if p is None else tuple(p) for p in padding)
+        padding = tuple((0, 0) if p is None else _checked_shape(p, "padding", negative_ok=True) for p in padding)
         if len(padding) != self.ndim:
             raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape}, got {padding}")
         if mode != "constant":
@@ -775,8 +787,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return self.permute(order)
 
     @property
-    def T(self) -> Tensor:
-        return self.permute(tuple(reversed(range(self.ndim))))
+    def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))     # noqa: E704
 
     def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
         if self.ndim == 0:
@@ -791,9 +802,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
 
     def squeeze(self, dim=None) -> Tensor:
-        if dim is None:
-            return self.reshape(tuple(s for s in self.shape if s != 1))
-        dims = self._axes(dim)
+        dims = self._axes(dim)      # (None: every axis)
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in dims or s != 1))
 
     def unsqueeze(self, dim: int) -> Tensor:
@@ -837,7 +846,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return first.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
 
     def repeat(self, repeats, *args) -> Tensor:
-        repeats = argfix(repeats, *args)
+        repeats = _checked_shape(argfix(repeats, *args), "repeats", negative_ok=True)
+        if len(repeats) < self.ndim or any(r < 0 for r in repeats):     # (expand would read -1 as "keep")
+            raise RuntimeError(f"repeat needs a count >= 0 for each of the {self.ndim} dims of {self.shape}: {repeats}")
         base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
         shape = base.shape
         expanded = base.reshape(tuple(x for s in shape for x in (1, s))).expand(
@@ -853,6 +864,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def split(self, sizes, dim: int = 0) -> list[Tensor]:
         dim = self._axis(dim)
+        if any(s < 0 for s in argfix(sizes)) or sizes == 0 and self.shape[dim]:
+            raise RuntimeError(f"split sizes must be >= 0 (0 only for an empty dim), got {sizes} for {self.shape}")
         if isinstance(sizes, int):
             sizes = [min(sizes, self.shape[dim] - i) for i in range(0, max(1, self.shape[dim]), max(1, sizes))]
         if sum(sizes) != self.shape[dim]:
@@ -878,6 +891,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):
             raise RuntimeError(f"gather: index {index.shape} is larger than the tensor {self.shape} outside dim {dim}")
         n = self.shape[dim]
+        index._check_index(0, n, dim, RuntimeError)
         x = self.shrink(tuple((0, i) if d != dim else (0, n) for d, i in enumerate(index.shape)))
         # move dim's values to a new last axis, leaving a size-1 axis where dim was: it broadcasts against index
         values = x.permute([d for d in range(self.ndim) if d != dim] + [dim]).unsqueeze(dim)
@@ -895,9 +909,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if self.ndim == 0 or w.ndim == 0:
             raise RuntimeError(f"dot needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
         k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
-        if k_self != k_w:
-            raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} (inner sizes {k_self} and {k_w} "
-                               f"differ)")
+        clash = next(((a, b) for a, b in zip(self.shape[-3::-1], w.shape[-3::-1]) if a != b and 1 not in (a, b)), None)
+        if k_self != k_w or clash:      # (named here: the reshaped operands below would name shapes of their own)
+            what = f"inner sizes {k_self} and {k_w}" if k_self != k_w else f"batch sizes {clash[0]} and {clash[1]}"
+            raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({what} differ)")
         dtype = least_upper_dtype(self.dtype, w.dtype)
         # small ints multiply in the (u)int32 their sum is in (in their own dtype, -128 * -128 would wrap)
         dtype = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
@@ -958,6 +973,17 @@ def _operator(method: str, reverse: bool):
 for _name, _method in _OPERATORS.items():
     setattr(Tensor, f"__{_name}__", _operator(_method, reverse=False))
     setattr(Tensor, f"__r{_name}__", _operator(_method, reverse=not _method.startswith("bitwise_")))
+
+
+def _nonzero(divisor: Tensor) -> Tensor:
+    """An integer divisor seen to hold a 0 when the op is built (a constant, or known values) raises, as PyTorch: the
+    device's integer division by 0 is undefined (LLVM's sdiv)."""
+    node = divisor.uop.base
+    node = node.src[0].base if node.op is Ops.CAST else node      # (a 0-d Tensor(0) against a wider integer tensor)
+    known = np.array([node.arg != 0]) if node.op is Ops.CONST else divisor._known_values()     # (a constant's one)
+    if dtypes.is_int(divisor.dtype) and 0 not in divisor.shape and known is not None and not known.all():
+        raise ZeroDivisionError(f"integer division or modulo by zero ({divisor.dtype} divisor {divisor.shape} holds 0)")
+    return divisor
 
 
 def _int_pow(base: Tensor, exponent) -> Tensor:

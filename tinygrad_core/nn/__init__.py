@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import numpy as np
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import flatten, make_tuple, prod
+from tinygrad_core.helpers import make_tuple, prod
 from tinygrad_core.tensor import Tensor
 
 
@@ -54,20 +54,10 @@ class Conv2d(Layer):
                  groups: int = 1, bias: bool = True):
         _check_groups(in_channels, out_channels, groups)
         self.kernel_size = make_tuple(kernel_size, self.dims)
-        self.stride, self.dilation, self.groups = stride, dilation, groups
-        self.padding = self._same_padding(padding) if isinstance(padding, str) else padding
+        self.stride, self.dilation, self.groups, self.padding = stride, dilation, groups, padding
         self.weight = Tensor.kaiming_uniform(out_channels, in_channels // groups, *self.kernel_size, a=math.sqrt(5))
         fan_in = in_channels // groups * prod(self.kernel_size)
         self.bias = _uniform_bias(out_channels, fan_in) if bias else None
-
-    def _same_padding(self, padding: str):
-        if padding != "same":
-            raise ValueError(f"padding must be an int, a tuple or 'same', got {padding!r}")
-        if any(s != 1 for s in make_tuple(self.stride, self.dims)):
-            raise ValueError("padding='same' needs stride 1 (the output could not keep the input's size otherwise)")
-        # flat (before, after) pairs from the last dimension, the odd pixel going after, as PyTorch does
-        totals = [d * (k - 1) for k, d in reversed(list(zip(self.kernel_size, make_tuple(self.dilation, self.dims))))]
-        return tuple(flatten((total // 2, total - total // 2) for total in totals))
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
@@ -135,6 +125,8 @@ class BatchNorm2d(Layer):
 
     def _update_running_stats(self, mean: Tensor, var: Tensor, count: int):
         m = self.momentum
+        if mean.shape != self.running_mean.shape:     # (as batchnorm says it in eval mode)
+            raise RuntimeError(f"running_mean should contain {mean.numel()} elements not {self.running_mean.numel()}")
         unbiased = var.detach() * (count / max(count - 1, 1))
         self.running_mean.assign(self.running_mean * (1 - m) + mean.detach() * m)
         self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
@@ -200,8 +192,7 @@ class GroupNorm(Layer):
 
     def __call__(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_channels:
-            raise ValueError(f"GroupNorm over {self.num_channels} channels got input of shape {x.shape} (channels are "
-                             f"axis 1)")
+            raise ValueError(f"GroupNorm over {self.num_channels} channels got input {x.shape} (channels: axis 1)")
         return _normalized(x, lambda v: v.reshape(v.shape[0], self.num_groups, -1).layernorm(axis=-1, eps=self.eps)
                            .reshape(v.shape), self.weight, self.bias, (1, -1) + (1,) * (x.ndim - 2))
 
@@ -225,6 +216,8 @@ class Embedding(Layer):
     def __call__(self, idx: Tensor) -> Tensor:
         if not dtypes.is_int(idx.dtype):
             raise TypeError(f"Embedding needs integer indices, got {idx.dtype}; use idx.cast(dtypes.int32)")
+        idx._check_range(0, self.vocab_size, lambda v: IndexError(f"index out of range in self: {v} of "
+                                                                  f"{self.vocab_size} rows"))
         return self.weight[idx]      # rows read by address; the gradient adds back into the rows read
 
 

@@ -18,6 +18,8 @@ class Optimizer:
     def __init__(self, params: list[Tensor], lr: float):
         if lr < 0:
             raise ValueError(f"the learning rate must be >= 0, got {lr}")
+        if isinstance(params, Tensor):      # (iterated, it would give views of its rows, and train none of them)
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors, but got Tensor")
         unique = list({id(p): p for p in params}.values())
         for p in unique:
             if not isinstance(p, Tensor):
@@ -169,16 +171,14 @@ class LAMB(Optimizer):
                              f"eps={eps}, weight_decay={weight_decay}")
         self.b1, self.b2, self.eps, self.weight_decay, self.adam = b1, b2, eps, weight_decay, adam
         self.t = self._new_state()               # the step count
-        self.b1_t = self._new_state(value=1.0)   # b1 ** t and b2 ** t, kept as running products
-        self.b2_t = self._new_state(value=1.0)
+        self.b1_t, self.b2_t = self._new_state(value=1.0), self._new_state(value=1.0)   # b1 ** t, b2 ** t: products
         self.m = [self._new_state(p) for p in self.params]
         self.v = [self._new_state(p) for p in self.params]
         self._realize_state()
 
     def _update(self, with_grad):
         self.t.assign(self.t + 1)
-        b1_t = self.b1_t.assign(self.b1_t * self.b1)
-        b2_t = self.b2_t.assign(self.b2_t * self.b2)
+        b1_t, b2_t = self.b1_t.assign(self.b1_t * self.b1), self.b2_t.assign(self.b2_t * self.b2)
         for i, p, g in with_grad:
             m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
             v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * (g * g))
