@@ -2,7 +2,6 @@
 
 Basic indices (ints, slices, None, Ellipsis) are pure movement ops; integer tensors select with a one-hot mask and
 a sum, which is a reduce the scheduler fuses like any other. Sorting ranks by counting comparisons (n^2 per row)."""
-from __future__ import annotations
 import string
 import numpy as np
 from tinygrad_core.dtype import dtypes

@@ -1,7 +1,6 @@
 """Neural-network ops on Tensor: convolution, pooling, normalization, dropout, losses.
 
 Mixed into Tensor; like every Tensor method they are compositions of movement, elementwise and reduce ops."""
-from __future__ import annotations
 import functools
 import itertools
 import math

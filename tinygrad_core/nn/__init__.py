@@ -2,7 +2,6 @@
 
 They sit on top of Tensor (their math is Tensor ops from tensor.py and nn_ops.py); optim, state and datasets live
 beside them. Initialisation follows PyTorch's defaults, attribute names follow tinygrad's (weight, bias, running_*)."""
-from __future__ import annotations
 import math
 import numpy as np
 from tinygrad_core.dtype import dtypes

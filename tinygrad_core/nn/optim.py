@@ -4,7 +4,6 @@ A step writes every parameter in place with assign() and realizes parameters and
 Tensor.realize_all, so the whole update is one schedule (and a TinyJit around a training step captures it). Unlike
 tinygrad 0.14, a step outside training mode is allowed: older tinygrad programs (the seed's among them) never switch it
 on, and programs written for 0.14 step inside it anyway."""
-from __future__ import annotations
 import math
 import numpy as np
 from tinygrad_core.helpers import flatten
