@@ -498,7 +498,7 @@ OPS: list[Op] = [
     _op("sum", lambda x, axis, keepdim: x.sum(axis, keepdim), torch_reduce(torch.sum), ALL, inputs=reduction,
         scale=True, domain=ACCUMULATE, out_dtype=sum_dtype),
     _op("prod", lambda x, axis, keepdim: x.prod(axis, keepdim), torch_reduce(torch_prod), ALL, inputs=reduction,
-        domain=PRODUCT, out_dtype=lambda d: d),   # tinygrad keeps the dtype (torch widens ints to int64)
+        domain=PRODUCT, out_dtype=sum_dtype),     # small ints widened as sum's (tinygrad keeps them; torch int64)
     _op("max", lambda x, axis, keepdim: x.max(axis, keepdim), torch_reduce(torch.amax), NUMERIC, inputs=reduction),
     _op("min", lambda x, axis, keepdim: x.min(axis, keepdim), torch_reduce(torch.amin), NUMERIC, inputs=reduction),
     _op("mean", lambda x, axis, keepdim: x.mean(axis, keepdim), torch_reduce(torch.mean), FLOATS, inputs=reduction,
@@ -525,7 +525,7 @@ OPS: list[Op] = [
     _op("cumsum", lambda x, axis: x.cumsum(axis), lambda x, axis: torch.cumsum(x, axis), NUMERIC, inputs=one_axis,
         scale=True, domain=ACCUMULATE, out_dtype=sum_dtype),
     _op("cumprod", lambda x, axis: x.cumprod(axis), lambda x, axis: torch.cumprod(x, axis), NUMERIC, inputs=one_axis,
-        domain=PRODUCT, out_dtype=lambda d: d),
+        domain=PRODUCT, out_dtype=sum_dtype),
     # movement
     _op("reshape", lambda x, new: x.reshape(new), lambda x, new: x.reshape(new), ALL, inputs=reshape_inputs,
         signed_zero=True),

@@ -227,3 +227,18 @@ def test_a_zero_floor_quotient_has_the_sign_of_the_quotient():
     theirs = (torch.tensor(a) // torch.tensor(b)).numpy()
     np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))
     np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_product_of_small_ints_is_widened_as_a_sum_is():
+    # int8 [-10, -4, -8]: -320, not -64 wrapped in int8 (PyTorch computes it in int64; tinygrad keeps int8)
+    x = np.array([-10, -4, -8], dtype=np.int8)
+    assert Tensor(x).prod().item() == torch.tensor(x).prod().item() == -320
+    assert Tensor(np.array([200, 2], dtype=np.uint8)).prod().item() == 400
+
+
+def test_the_one_axis_of_a_0d_tensor_transposes_and_reduces_to_a_0d_tensor():
+    assert Tensor(0.0).transpose(0, -1).shape == torch.tensor(0.0).transpose(0, -1).shape == ()
+    for keepdim in (False, True):
+        got = Tensor(1.0).argmin(-1, keepdim=keepdim)
+        want = torch.argmin(torch.tensor(1.0), -1, keepdim=keepdim)
+        assert got.shape == tuple(want.shape) and got.item() == want.item() == 0

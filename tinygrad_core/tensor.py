@@ -523,18 +523,22 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         new_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
         return out if keepdim else out.reshape(new_shape)
 
-    def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
-        x = self
+    def _accumulated(self, dtype) -> Tensor:
+        """self in the dtype a sum or a product runs in: the one asked for, else bools and ints under 32 bits widened
+        to 32 (as tinygrad's sum; PyTorch takes 64): a product of int8s wraps no sooner than a sum of them."""
         if dtype is not None:
-            x = x.cast(dtype)
-        elif self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype.itemsize < 4):
-            x = x.cast(dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.default_int)
-        elif self.dtype in (dtypes.float16, dtypes.bfloat16):    # 16-bit floats add up in float32 (as PyTorch)
-            return x.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)
-        return x._reduce(Ops.ADD, axis, keepdim)
+            return self.cast(dtype)
+        if self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype.itemsize < 4):
+            return self.cast(dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.default_int)
+        return self
+
+    def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
+        if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):    # 16-bit floats add up in float32
+            return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)     # (as PyTorch)
+        return self._accumulated(dtype)._reduce(Ops.ADD, axis, keepdim)
 
     def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
-        return (self.cast(dtype) if dtype is not None else self)._reduce(Ops.MUL, axis, keepdim)
+        return self._accumulated(dtype)._reduce(Ops.MUL, axis, keepdim)
 
     def max(self, axis=None, keepdim=False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)  # noqa: E704
 
@@ -585,7 +589,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def _arg_extreme(self, axis, keepdim, largest: bool) -> Tensor:
         x = self if largest else self._flip_order()
-        if axis is None:
+        if axis is None or (not self.ndim and self._axis(axis) == 0):        # (a 0-d tensor's one axis is all of it)
             return x.flatten()._arg_extreme(0, False, True).reshape(() if not keepdim else (1,) * self.ndim)
         axis = self._axis(axis)
         n = self.shape[axis] if self.ndim else 1
@@ -782,6 +786,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def transpose(self, dim0=1, dim1=0) -> Tensor:
         dim0, dim1 = self._axis(dim0), self._axis(dim1)
+        if not self.ndim:           # (a 0-d tensor's axes 0 and -1 are the same one)
+            return self
         order = list(range(self.ndim))
         order[dim0], order[dim1] = order[dim1], order[dim0]
         return self.permute(order)
