@@ -242,3 +242,30 @@ def test_the_one_axis_of_a_0d_tensor_transposes_and_reduces_to_a_0d_tensor():
         got = Tensor(1.0).argmin(-1, keepdim=keepdim)
         want = torch.argmin(torch.tensor(1.0), -1, keepdim=keepdim)
         assert got.shape == tuple(want.shape) and got.item() == want.item() == 0
+
+
+def test_a_rounding_division_has_a_zero_gradient_even_by_zero():
+    for mode in ("floor", "trunc"):
+        a, b = Tensor([1.0, 0.0, -7.0], requires_grad=True), Tensor([0.0, 0.0, 2.0], requires_grad=True)
+        ta, tb = torch.tensor([1.0, 0.0, -7.0], requires_grad=True), torch.tensor([0.0, 0.0, 2.0], requires_grad=True)
+        out, want = a.div(b, rounding_mode=mode), torch.div(ta, tb, rounding_mode=mode)
+        out.sum().backward()
+        want.sum().backward()
+        check(out.numpy(), want)
+        check(a.grad.numpy(), ta.grad)
+        check(b.grad.numpy(), tb.grad)
+
+
+def test_a_shift_by_the_bit_width_or_more_empties_the_integer():
+    x = np.array([1, -8, 8], np.int32)
+    for shift in (32, 40):
+        assert (Tensor(x) << shift).tolist() == (torch.tensor(x) << shift).tolist() == [0, 0, 0]
+        assert (Tensor(x) >> shift).tolist() == (torch.tensor(x) >> shift).tolist() == [0, -1, 0]
+    assert (Tensor(x) << 3).tolist() == [8, -64, 64]
+
+
+def test_the_axis_of_a_0d_cummax_or_topk_is_checked():
+    for f in (lambda t: t.cummax(4), lambda t: t.topk(1, 1)):
+        with pytest.raises(IndexError, match="axis"):
+            f(Tensor(1.0))
+    assert Tensor(1.0).cummax(-1)[0].shape == Tensor(1.0).topk(1, 0)[0].shape == ()

@@ -39,7 +39,8 @@ class IndexingOps:
         >>> Tensor([1, 5, 3, 5]).topk(2)[1].tolist()
         [1, 3]
         """
-        n = self.shape[self._axes(dim)[0]] if self.ndim else 1
+        axis = self._axis(dim)          # (a 0-d tensor takes 0 or -1)
+        n = self.shape[axis] if self.ndim else 1
         if not isinstance(k, int) or not 0 <= k <= n:
             raise (ValueError if isinstance(k, int) else TypeError)(
                 f"topk: k={k!r} must be an int from 0 to the size {n} of dim {dim} (shape {self.shape})")
@@ -286,6 +287,7 @@ def _sort(x, dim, descending: bool, count: int | None):
 def _running_extreme(x, axis, largest: bool):
     """cummax / cummin: the extreme of each prefix, at the last index holding it (torch moves the index on ties and
     on every NaN once one is seen); the value is read from that index, so -0.0 and +0.0 come out as torch's."""
+    x._axis(axis)           # (checked for a 0-d or empty tensor too)
     if x.ndim == 0 or 0 in x.shape:
         return x, x.full_like(0, dtype=dtypes.int32)
     mine, other, axis = _along_last(x, axis)

@@ -358,10 +358,11 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if rounding_mode is None and not isinstance(x, Tensor) and not dtypes.is_float(self.dtype):
             return self._float().div(x, reverse)    # (as the tensor's type, uint8 / -2 would divide by 254)
         a, b = self._to_operand(x, reverse)
-        if rounding_mode == "trunc":
-            return a.idiv(b) if dtypes.is_int(a.dtype) else (a / b).trunc()
-        if rounding_mode == "floor":
-            return a.floordiv(b)
+        if rounding_mode is not None and dtypes.is_float(a.dtype):   # a step function: its derivative is 0 (through
+            rounded = lambda a, b: (a / b).trunc() if rounding_mode == "trunc" else a.floordiv(b)   # noqa: E731
+            return _Smooth.apply(a, b, value=rounded, derivative=lambda a, b: (0.0, 0.0))   # a / b: 0 / 0 at b = 0)
+        if rounding_mode is not None:
+            return a.idiv(b) if rounding_mode == "trunc" else a.floordiv(b)
         a, b = a._float(), b._float()
         return Tensor(a.uop.alu(Ops.FDIV, b.uop))
 
@@ -475,6 +476,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         ok = lambda d: dtypes.is_int(d) or (bools and d == dtypes.bool)       # noqa: E731
         if not ok(self.dtype) or (isinstance(x, Tensor) and not ok(x.dtype)) or isinstance(x, float):
             raise TypeError(f"{'bitwise ops' if bools else 'shifts'} are for integers: got {self.dtype} and {x!r}")
+        if op in (Ops.SHL, Ops.SHR) and isinstance(x, int) and x >= 8 * self.dtype.itemsize:   # (the CPU masks the
+            return (self < 0).where(-1 if op is Ops.SHR else 0, 0).cast(self.dtype)         # count, C leaves it open)
         return self._binary(op, x)
 
     def isnan(self) -> Tensor: return self != self                      # noqa: E704
