@@ -102,25 +102,21 @@ def test_a_sum_over_an_nchw_and_an_nhwc_operand_takes_vectors_across_the_channel
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-3)
 
 
-def test_a_long_weight_gradient_gets_the_largest_tile():
-    # a convolution's weight gradient as a matmul over 6272 pixels (the MNIST CNN's r_1_1_32_144): few outputs,
-    # each a long sum; 8 rows x 16 columns of accumulators instead of 4 x 16 (707 -> 531 us)
-    a = rng.standard_normal((6272, 32), dtype=np.float32)
-    b = rng.standard_normal((6272, 144), dtype=np.float32)
-    out = Tensor(a).T @ Tensor(b)
-    assert sorted(amount for _, amount in opts_of(out).upcast) == [8, min(LANES, 16)]
-    np.testing.assert_allclose(out.numpy(), a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-2)
-
-
-
-def test_a_batch_sized_weight_gradient_of_a_big_layer_gets_the_largest_tile():
-    # the MNIST MLP's first weight gradient: g.T @ x, 128 x 784 outputs, each a sum over the batch of 128 (2^23.6
-    # multiply-adds): 8 rows x 16 columns of accumulators, not 4 x 16
-    g = rng.standard_normal((128, 128), dtype=np.float32)
-    x = rng.standard_normal((128, 784), dtype=np.float32)
+@pytest.mark.parametrize("batch, rows, columns", [
+    # a convolution's weight gradient as a matmul over 6272 pixels (the MNIST CNN's r_1_1_32_144): few outputs, each
+    # a long sum (707 -> 531 us)
+    (6272, 32, 144),
+    # the MNIST MLP's first weight gradient: 128 x 784 outputs, each a sum over the batch of 128 (2^23.6
+    # multiply-adds: BIG_REDUCE)
+    (128, 128, 784)])
+def test_a_weight_gradient_gets_the_largest_tile(batch, rows, columns):
+    # g.T @ x: 8 rows x 16 columns of accumulators instead of 4 x 16
+    g = rng.standard_normal((batch, rows), dtype=np.float32)
+    x = rng.standard_normal((batch, columns), dtype=np.float32)
     out = Tensor(g).T @ Tensor(x)
     assert sorted(amount for _, amount in opts_of(out).upcast) == [8, min(LANES, 16)]
-    np.testing.assert_allclose(out.numpy(), g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(out.numpy(), g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-2)
+
 
 def batchnorm_input_gradient_sum(width: int):
     """The 8-buffer sum of a batchnorm's backward over maps width x width: 7 loads, two of them moving."""
