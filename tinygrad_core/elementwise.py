@@ -151,8 +151,9 @@ class ElementwiseOps:
 
     # the exp branch sees 0 where it isn't taken (e^1e7 = inf would meet its zero gradient as 0 * inf = NaN); NaN
     # takes the linear piece, as in PyTorch (on tensors short enough for its scalar loop)
+    @in_float32         # (in 16 bits, (u - 1) x below is subnormal near 0; computed in float32, rounded once)
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return (self <= 0).where(alpha * ((self <= 0).where(self, 0).exp() - 1), self)
+        return (self <= 0).where(alpha * _smooth((self <= 0).where(self, 0), _expm1, lambda x: x.exp()), self)
 
     def celu(self, alpha: float = 1.0) -> Tensor:
         return (self <= 0).where((self / alpha).elu() * alpha, self)
@@ -351,6 +352,14 @@ def _fmod(a: Tensor, b: Tensor) -> Tensor:
     # r 2^eb in two exact products: r 2^-mbits and 2^(eb + mbits) are normal floats, and r 2^eb is representable
     r = r * 2.0 ** -mbits * _pow2(eb + mbits, a.dtype)
     return (a.abs() < b.abs()).where(a, (a.isfinite() & b.isfinite() & (b != 0)).where((a < 0).where(-r, r), math.nan))
+
+
+def _expm1(x: Tensor) -> Tensor:
+    """e^x - 1 for x <= 0 without the cancellation near 0 (-1e-10 gave 0, -1e-5 was 0.14% off): Kahan's
+    (u - 1) x / log u, with u = e^x as rounded, is within a few ulp. (Below -1 nothing cancels, and a subnormal u's
+    log would cost digits.)"""
+    u = x.exp()
+    return (u == 1).where(x, (x < -1).where(u - 1, (u - 1) * x / u.log()))
 
 
 def _smooth(x: Tensor, value, derivative) -> Tensor:
