@@ -285,3 +285,11 @@ def test_elu_of_a_tiny_negative_keeps_its_digits(dtype):
     if dtype != "float16":      # (float16's celu divides by alpha in float16 first: -3e-8 / 2 is 0 there)
         check(Tensor(np.array(values[:4]), dtype=getattr(dtypes, dtype)).celu(2.0).numpy(), F.celu(t[:4], 2.0),
               rtol=4 * float(np.finfo(dtype).eps))
+
+
+@pytest.mark.parametrize("size, align_corners", [((3,), False), ((3,), True), ((6,), False)])
+def test_a_neighbour_weighted_zero_doesnt_spread_its_nan_through_interpolate(size, align_corners):
+    # at an unchanged size every second neighbour has weight 0: [1, -104, nan] came out [1, nan, nan]
+    x = np.array([[[1.0, -104.0, nan]]], np.float32)
+    got = Tensor(x).interpolate(size, align_corners=align_corners).numpy()
+    check(got, F.interpolate(torch.tensor(x), size=size, mode="linear", align_corners=align_corners))

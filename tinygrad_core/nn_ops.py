@@ -329,7 +329,8 @@ class NNOps:
             if integer:     # as torch resamples uint8: in 15-bit fixed point (14 if a weight is 1), rounded half up
                 bits = 14 if max(map(np.max, weights)) * 32768 + 0.5 >= 32768 else 15
                 weights = [np.trunc(w * (1 << bits) + 0.5).astype(np.int64) for w in weights]
-            x = sum(gather(pos // 1 + i) * const(w).reshape(out, *trail) for i, w in enumerate(weights))
+            # (a neighbour weighted 0 everywhere, as at an unchanged size, is left out: its NaN would spread)
+            x = sum(gather(pos // 1 + i) * const(w).reshape(out, *trail) for i, w in enumerate(weights) if w.any())
             x = ((x + (1 << bits - 1)) >> bits).clip(self.dtype.min, self.dtype.max) if integer else x
         return x.cast(self.dtype)
 
