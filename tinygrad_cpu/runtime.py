@@ -1,7 +1,8 @@
 """Host memory and kernel launches for the CPU backend: the last step of the pipeline.
 
 Kernels are loaded from their object files by LLVM's ORC JIT (in-process linking, no system linker) and called
-through ctypes, which releases the GIL, so slices of the parallel range run on several threads at once."""
+through ctypes, which releases the GIL; slices of the parallel range run at once on worker threads that live in
+native code (the pool module below), handed each slice without a lock or the GIL."""
 from __future__ import annotations
 import ctypes
 import itertools
@@ -91,27 +92,176 @@ def thread_count() -> int:
     return THREADS.value if THREADS.value > 0 else _CPUS
 
 
-class _Worker:
-    """A thread that runs one slice each time its `go` lock is released, and releases `done` after it. A lock is the
-    cheapest wake-up Python has: no queue, no future, no condition variable."""
+# What a worker and the launching thread hand each other, natively, in the first word of the worker's control block
+# (the rest: what to call, its arguments, the slice): no lock and no GIL on the way, so a worker that is spinning
+# sees its slice within a microsecond, where waking a sleeping thread costs tens of microseconds (far more on a
+# virtual machine, whose idle CPU must be woken too).
+IDLE, JOB, DONE, ASLEEP = 0, 1, 2, 3
+# how long an idle worker keeps spinning for its next slice before it sleeps on its lock: the gaps between the
+# launches of a training step are shorter; the batch's preparation between steps may be longer
+SPIN_S = 2e-3
+
+
+def _pause() -> tuple[str, str]:
+    """The spin-wait hint of this CPU as LLVM IR, (its declaration, its call): it frees the core's other hardware
+    thread while spinning."""
+    machine = host_target_machine().triple.split("-")[0]
+    if machine in ("x86_64", "i686"):
+        return "declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"
+    if machine in ("aarch64", "arm64"):
+        return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
+    return "", ""
+
+
+def _pool_ir() -> str:
+    """serve(block, spins): a worker's loop, returning once it spun that long with no slice and went ASLEEP;
+    post(block): hands it the slice written in its block, 1 if it was asleep (its lock must then be released);
+    finish(block): waits until it is DONE."""
+    declare, pause = _pause()
+    return "\n".join([declare, "declare i32 @sched_yield()", f"""
+define i64 @tinygrad_cpu_serve(ptr %block, i64 %spins) nounwind {{
+entry:
+  br label %poll
+poll:
+  %i = phi i64 [0, %entry], [%i.next, %spin], [0, %run], [0, %sleep]
+  %state = load atomic i64, ptr %block acquire, align 64
+  %job = icmp eq i64 %state, {JOB}
+  br i1 %job, label %run, label %spin
+spin:
+  {pause}
+  %i.next = add i64 %i, 1
+  %more = icmp ult i64 %i.next, %spins
+  br i1 %more, label %poll, label %sleep
+sleep:
+  %swap = cmpxchg ptr %block, i64 {IDLE}, i64 {ASLEEP} acq_rel acquire
+  %slept = extractvalue {{ i64, i1 }} %swap, 1
+  br i1 %slept, label %out, label %poll
+run:
+  %fields = getelementptr i64, ptr %block, i64 1
+  %call = load ptr, ptr %fields
+  %fn.p = getelementptr i64, ptr %block, i64 2
+  %fn = load ptr, ptr %fn.p
+  %args.p = getelementptr i64, ptr %block, i64 3
+  %args = load ptr, ptr %args.p
+  %start.p = getelementptr i64, ptr %block, i64 4
+  %start = load i64, ptr %start.p
+  %end.p = getelementptr i64, ptr %block, i64 5
+  %end = load i64, ptr %end.p
+  call void %call(ptr %fn, ptr %args, i64 %start, i64 %end)
+  store atomic i64 {DONE}, ptr %block release, align 64
+  br label %poll
+out:
+  ret i64 0
+}}
+
+define i64 @tinygrad_cpu_post(ptr %block) nounwind {{
+entry:
+  %swap = cmpxchg ptr %block, i64 {IDLE}, i64 {JOB} acq_rel acquire
+  %posted = extractvalue {{ i64, i1 }} %swap, 1
+  br i1 %posted, label %awake, label %asleep
+awake:
+  ret i64 0
+asleep:
+  store atomic i64 {JOB}, ptr %block release, align 64
+  ret i64 1
+}}
+
+define void @tinygrad_cpu_finish(ptr %block) nounwind {{
+entry:
+  br label %poll
+poll:
+  %i = phi i64 [0, %entry], [%i.next, %spin], [%i.next, %yield]
+  %state = load atomic i64, ptr %block acquire, align 64
+  %done = icmp eq i64 %state, {DONE}
+  br i1 %done, label %out, label %spin
+spin:
+  {pause}
+  %i.next = add i64 %i, 1
+  %often = and i64 %i.next, 1023
+  %yields = icmp eq i64 %often, 0
+  br i1 %yields, label %yield, label %poll
+yield:
+  call i32 @sched_yield()
+  br label %poll
+out:
+  store atomic i64 {IDLE}, ptr %block release, align 64
+  ret void
+}}
+"""])
+
+
+def _caller_ir(name: str, buffers: int, variables: int) -> str:
+    """call(kernel, args, start, end): the kernel called with its arguments read from an array of 64-bit words (a
+    worker calls every kernel so, whatever its signature)."""
+    lines = [f'define void @"{name}"(ptr %fn, ptr %args, i64 %start, i64 %end) nounwind {{', "entry:"]
+    for i in range(buffers + variables):
+        lines += [f"  %p{i} = getelementptr i64, ptr %args, i64 {i}",
+                  f"  %a{i} = load ptr, ptr %p{i}" if i < buffers else f"  %w{i} = load i64, ptr %p{i}"]
+        if i >= buffers:
+            lines.append(f"  %a{i} = trunc i64 %w{i} to i32")
+    params = [f"ptr %a{i}" for i in range(buffers)] + [f"i32 %a{i}" for i in range(buffers, buffers + variables)]
+    return "\n".join(lines + [f"  call void %fn({', '.join(params + ['i64 %start', 'i64 %end'])})", "  ret void",
+                              "}"]) + "\n"
+
+
+class _Native:
+    """The pool's native half, built once per process with the kernels' JIT: serve, post and finish, and one caller
+    per kernel signature (buffers, variables)."""
+
+    def __init__(self, jit):
+        self.jit, self.callers, self.libraries = jit, {}, []
+        library = llvm.JITLibraryBuilder().add_ir(_pool_ir()).add_current_process()
+        for name in ("serve", "post", "finish"):
+            library.export_symbol(f"tinygrad_cpu_{name}")
+        self.library = library.link(jit, "tinygrad_cpu_pool")
+        word, address = ctypes.c_int64, ctypes.c_void_p
+        self.serve = ctypes.CFUNCTYPE(word, address, word)(self.library["tinygrad_cpu_serve"])
+        self.post = ctypes.CFUNCTYPE(word, address)(self.library["tinygrad_cpu_post"])
+        self.finish = ctypes.CFUNCTYPE(None, address)(self.library["tinygrad_cpu_finish"])
+        # spins per second, timed on a block no one posts to (it returns ASLEEP)
+        block = _Block()
+        started = time.perf_counter()
+        self.serve(block.address, 20000)
+        self.spins = max(1000, int(20000 * SPIN_S / max(time.perf_counter() - started, 1e-9)))
+
+    def caller(self, buffers: int, variables: int) -> int:
+        if (address := self.callers.get((buffers, variables))) is None:
+            name = f"tinygrad_cpu_call_{buffers}_{variables}"
+            library = llvm.JITLibraryBuilder().add_ir(_caller_ir(name, buffers, variables)).export_symbol(name)
+            self.libraries.append(library.link(self.jit, name))       # (kept: dropping the tracker unloads it)
+            address = self.callers[buffers, variables] = self.libraries[-1][name]
+        return address
+
+
+class _Block:
+    """A worker's control block: eight 64-bit words on a cache line of their own (state, caller, kernel, arguments,
+    start, end)."""
 
     def __init__(self):
-        self.go, self.done = threading.Lock(), threading.Lock()
-        self.go.acquire()
-        self.done.acquire()
-        self.job, self.error = None, None
+        self.raw = np.zeros(16, dtype=np.int64)
+        self.words = self.raw[(-self.raw.ctypes.data % 64) // 8:][:8]
+        self.address = self.words.ctypes.data
+
+
+class _Worker:
+    """A thread that runs one slice each time its block is posted: natively (serve), spinning between slices for
+    SPIN_S, then asleep on its `wake` lock until a post finds it so."""
+
+    def __init__(self, native: _Native):
+        self.native, self.block, self.wake = native, _Block(), threading.Lock()
+        self.wake.acquire()
         threading.Thread(target=self._serve, daemon=True, name="tinygrad_cpu").start()
 
     def _serve(self):
         while True:
-            self.go.acquire()
-            try:
-                function, args = self.job
-                function(*args)
-            except BaseException as e:     # the launching thread raises it (and must not wait for ever)
-                self.error = e
-            finally:
-                self.done.release()
+            self.native.serve(self.block.address, self.native.spins)
+            self.wake.acquire()
+
+    def post(self, caller: int, kernel: int, args: int, start: int, end: int):
+        words = self.block.words
+        words[1], words[2], words[3], words[4], words[5] = caller, kernel, args, start, end
+        if self.native.post(self.block.address):
+            self.wake.release()
 
 
 class _Launcher:
@@ -119,6 +269,7 @@ class _Launcher:
     _lock = threading.Lock()
     _busy = threading.Lock()      # held by the launch the workers are running
     _jit = None
+    _native: _Native | None = None
     _workers: list[_Worker] = []
     _wake_cost: float | None = None
     _library_ids = itertools.count()
@@ -140,28 +291,27 @@ class _Launcher:
             return cls._jit
 
     @classmethod
-    def split(cls, function, args: list, slices: list[tuple[int, int]]) -> bool:
+    def split(cls, program: CPUProgram, args: list, slices: list[tuple[int, int]]) -> bool:
         """Runs the first slice on this thread and the others on workers; False (and nothing run) when another
         thread's launch has the workers."""
         if not cls._busy.acquire(blocking=False):
             return False
         try:
+            jit = cls.jit()
             with cls._lock:
+                cls._native = cls._native or _Native(jit)
                 while len(cls._workers) < len(slices) - 1:
-                    cls._workers.append(_Worker())
+                    cls._workers.append(_Worker(cls._native))
             woken = cls._workers[:len(slices) - 1]
+            packed = (ctypes.c_int64 * max(len(args), 1))(*args)
+            caller = cls._native.caller(program.buffers, program.vars)
             for worker, (start, end) in zip(woken, slices[1:]):
-                worker.job = function, (*args, start, end)
-                worker.go.release()
+                worker.post(caller, program.address, ctypes.addressof(packed), start, end)
             try:
-                function(*args, *slices[0])
+                program.function(*args, *slices[0])
             finally:
                 for worker in woken:
-                    worker.done.acquire()
-            if error := next((w.error for w in woken if w.error is not None), None):
-                for worker in woken:
-                    worker.error = None
-                raise error
+                    cls._native.finish(worker.block.address)
             return True
         finally:
             cls._busy.release()
@@ -181,10 +331,19 @@ class _Launcher:
                     run()
                     times.append(time.perf_counter() - started)
                 return statistics.median(times)
-            cost = median_s(lambda: cls.split(empty.function, [], split)) - median_s(lambda: empty.function(0, 1))
+            cost = median_s(lambda: cls.split(empty, [], split)) - median_s(lambda: empty.function(0, 1))
             cls._wake_cost = max(cost, 1e-7)
         return cls._wake_cost
 
+
+
+def _forget_workers():
+    """In a forked child only the forking thread exists: its launches start workers of their own."""
+    _Launcher._workers, _Launcher._busy = [], threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
 
 class CPUProgram(Program):
     def __init__(self, name: str, lib: bytes):
@@ -195,7 +354,8 @@ class CPUProgram(Program):
         builder = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process().export_symbol(meta["symbol"])
         self.tracker = builder.link(_Launcher.jit(), f"kernel{next(_Launcher._library_ids)}")
         argtypes = [ctypes.c_void_p] * meta["buffers"] + [ctypes.c_int32] * meta["vars"] + [ctypes.c_int64] * 2
-        self.function = ctypes.CFUNCTYPE(None, *argtypes)(self.tracker[meta["symbol"]])
+        self.address, self.buffers, self.vars = self.tracker[meta["symbol"]], meta["buffers"], meta["vars"]
+        self.function = ctypes.CFUNCTYPE(None, *argtypes)(self.address)
         self.one_thread: dict[int, list[float]] = {}   # size -> seconds of its first launches on one thread (CPU time)
         self.split_s: dict[int, list[float]] = {}      # size -> seconds of its next launches, split (wall time)
         self.plans: dict[tuple, list[tuple[int, int]]] = {}   # (size, TINYGRAD_CPU_THREADS, wake cost) -> slices
@@ -232,7 +392,7 @@ class CPUProgram(Program):
             _Launcher.recheck()
         if (plan := self.plans.get((size, THREADS.value, _Launcher._wake_cost))) is None:
             self._timed_launch(args, size)
-        elif len(plan) == 1 or not _Launcher.split(self.function, args, plan):
+        elif len(plan) == 1 or not _Launcher.split(self, args, plan):
             self.function(*args, 0, size)
         return time.perf_counter() - started if wait else None
 
@@ -241,7 +401,7 @@ class CPUProgram(Program):
         other CPUs are its cost), one thread in its CPU time (on a busy machine a wait for a CPU is not work)."""
         if len(plan := self.slices(size)) > 1:
             started = time.perf_counter()
-            if _Launcher.split(self.function, args, plan):
+            if _Launcher.split(self, args, plan):
                 self.split_s.setdefault(size, []).append(time.perf_counter() - started)
                 return
         cpu = time.thread_time()

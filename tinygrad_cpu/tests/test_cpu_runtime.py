@@ -1,6 +1,7 @@
 """Host memory and launches: the allocator's copies and views, and thread splitting that gives the same result as
 one thread."""
 import os
+import time
 import numpy as np
 import pytest
 from tinygrad_core import Tensor
@@ -47,6 +48,66 @@ def test_thread_split_gives_identical_results(threads, monkeypatch):
             np.testing.assert_array_equal(compute(), expected)
     assert splits
 
+
+
+def split_sum(monkeypatch, threads: int, x: np.ndarray) -> np.ndarray:
+    """x summed over its rows by a kernel split over threads (its launches timed first, as slices() does)."""
+    monkeypatch.setattr(runtime._Launcher, "_wake_cost", 1e-12)
+    monkeypatch.setattr(runtime, "RECHECK", 1 << 62)
+    with Context(TINYGRAD_CPU_THREADS=threads):
+        for _ in range(2 * runtime.PROBES + 1):
+            out = (Tensor(x, device="CPU") * 2).sum(axis=1).numpy()
+    return out
+
+
+def test_a_sleeping_worker_is_woken_for_its_slice(monkeypatch):
+    x = np.arange(64 * 33, dtype=np.float32).reshape(64, 33)
+    split_sum(monkeypatch, 2, x)                # (starts the workers)
+    native, worker = runtime._Launcher._native, runtime._Launcher._workers[0]
+    monkeypatch.setattr(native, "spins", 1)     # each worker sleeps as soon as it has nothing to do
+    for _ in range(3):
+        deadline = time.monotonic() + 5
+        while worker.block.words[0] != runtime.ASLEEP and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert worker.block.words[0] == runtime.ASLEEP
+        np.testing.assert_array_equal(split_sum(monkeypatch, 2, x), (x * 2).sum(axis=1))
+
+
+def test_a_kernel_with_variables_is_split_with_their_values(monkeypatch):
+    from tinygrad_core import Variable
+    monkeypatch.setattr(runtime._Launcher, "_wake_cost", 1e-12)
+    monkeypatch.setattr(runtime, "RECHECK", 1 << 62)
+    splits = []
+    monkeypatch.setattr(runtime._Launcher, "split", lambda program, *a, split=runtime._Launcher.split:
+                        splits.append(program.vars) or split(program, *a))
+    x = np.arange(40 * 24, dtype=np.float32).reshape(40, 24)
+    t = Tensor(x, device="CPU")
+    with Context(TINYGRAD_CPU_THREADS=3):
+        for n in (40, 31, 17) * (runtime.PROBES + 1):
+            v = Variable("n", 1, 40).bind(n)
+            np.testing.assert_array_equal((t.shrink(((0, v), None)) + 1).sum(axis=1).numpy(), (x[:n] + 1).sum(axis=1))
+    assert any(splits), splits      # (a kernel with a Variable ran split)
+
+
+def test_a_forked_child_splits_with_workers_of_its_own(monkeypatch):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    x = np.arange(64 * 33, dtype=np.float32).reshape(64, 33)
+    split_sum(monkeypatch, 2, x)                # the parent's workers exist
+    pid = os.fork()
+    if pid == 0:                                # (the child reports through its exit status only)
+        ok = False
+        try:
+            ok = np.array_equal(split_sum(monkeypatch, 2, x), (x * 2).sum(axis=1)) and runtime._Launcher._workers
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60        # (a child waiting on its parent's workers would wait for ever)
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
 
 def fake_program(one_thread_s: dict[int, float], split_s: dict[int, float] = {}) -> runtime.CPUProgram:
     program = runtime.CPUProgram.__new__(runtime.CPUProgram)
