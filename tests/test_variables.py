@@ -1,6 +1,7 @@
 """Symbolic sizes: Variable("i", 1, 10).bind(5) as a dimension. A kernel is compiled once for a size made of
 Variables and launched with each value; TinyJit replays one recording for every value."""
 from __future__ import annotations
+import math
 import numpy as np
 import pytest
 from tinygrad_core import Device, Tensor, TinyJit, Variable
@@ -160,6 +161,19 @@ def test_indexing_with_a_symbolic_position():
         assert_close(t[1:p + 1, 2:].numpy(), cache[1:n + 1, 2:])
     with pytest.raises(IndexError, match="step 1"):
         t[:pos.bind(3):2]
+
+
+def test_a_nan_constant_is_one_node_so_its_kernel_is_compiled_once():
+    from tinygrad_core.dtype import dtypes
+    from tinygrad_core.ops import UOp
+    nan = lambda sign: UOp.const(dtypes.float32, math.copysign(float("nan"), sign), "CPU")     # (a new float each)
+    assert nan(1) is nan(1) and nan(-1) is nan(-1) and nan(1) is not nan(-1)
+    i, before = Variable("i", 1, 10), None
+    for n in (3, 6, 4):     # (NaN != NaN: each call's graph was new, and each value compiled its kernel again)
+        a = Tensor(np.arange(2 * n, dtype=np.float32).reshape(2, n)).reshape(2, i.bind(n))
+        assert np.isnan(((a > 2).where(float("nan"), a)).numpy()[1]).all()
+        assert before in (None, kernels_compiled())
+        before = kernels_compiled()
 
 
 def test_ops_over_symbolic_sizes_and_their_gradients():

@@ -160,8 +160,9 @@ class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src=(), arg=None):
         if op is Ops.CONST and dtype == dtypes.bool and isinstance(arg, (int, float)):
             arg = bool(arg)        # one constant False, not a False and a 0 that whichever came first would stand for
-        # -0.0 == 0.0 in Python, but they are different constants
-        key = (op, dtype, src, (arg, math.copysign(1.0, arg)) if isinstance(arg, float) else arg)
+        # -0.0 == 0.0 in Python, but they are different constants; NaN != NaN, but it is one constant (of its sign)
+        value = (arg if arg == arg else "nan", math.copysign(1.0, arg)) if isinstance(arg, float) else arg
+        key = (op, dtype, src, value)
         try:
             if (ref := UOpMeta.cache.get(key)) is not None and (found := ref()) is not None:
                 return found
