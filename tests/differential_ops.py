@@ -503,9 +503,12 @@ OPS: list[Op] = [
     _op("min", lambda x, axis, keepdim: x.min(axis, keepdim), torch_reduce(torch.amin), NUMERIC, inputs=reduction),
     _op("mean", lambda x, axis, keepdim: x.mean(axis, keepdim), torch_reduce(torch.mean), FLOATS, inputs=reduction,
         scale=True, domain=ACCUMULATE),
-    _op("var", lambda x, axis, keepdim: x.var(axis, keepdim), torch_reduce(torch.var), FLOATS, inputs=reduction,
+    # (torch's dim=None, not every dim: its derivative with no degree of freedom left differs over the whole tensor)
+    _op("var", lambda x, axis, keepdim: x.var(axis, keepdim), lambda x, axis=None, keepdim=False: torch.var(
+        x, dim=axis, keepdim=keepdim), FLOATS, inputs=reduction,
         domain=MODERATE, tol=TR),
-    _op("std", lambda x, axis, keepdim: x.std(axis, keepdim), torch_reduce(torch.std), FLOATS, inputs=reduction,
+    _op("std", lambda x, axis, keepdim: x.std(axis, keepdim), lambda x, axis=None, keepdim=False: torch.std(
+        x, dim=axis, keepdim=keepdim), FLOATS, inputs=reduction,
         domain=MODERATE, tol=TR),
     # torch keeps uint8 for any/all of uint8 (a legacy rule); tinygrad answers bool
     _op("any", lambda x, axis, keepdim: x.any(axis, keepdim), torch_bool_reduce(torch.any), ALL, inputs=reduction,
@@ -555,8 +558,7 @@ OPS: list[Op] = [
     _op("stack", lambda *xs, dim: xs[0].stack(*xs[1:], dim=dim), lambda *xs, dim: torch.stack(xs, dim), ALL,
         inputs=tensor_list(stack=True), signed_zero=True),
     # matrix products
-    _op("matmul", lambda x, y: x @ y, torch.matmul, NUMERIC, inputs=matmul_shapes, scale=True, domain=PRODUCT_SUM,
-        out_dtype=sum_dtype),    # tinygrad accumulates int products as its sums do
+    _op("matmul", lambda x, y: x @ y, torch.matmul, NUMERIC, inputs=matmul_shapes, scale=True, domain=PRODUCT_SUM),
     # losses
     _op("mse_loss", lambda x, y: x.mse_loss(y), F.mse_loss, inputs=same_shape(2), domain=PRODUCT_SUM, scale=True),
     # torch checks the probabilities are in [0, 1]; a lazy graph can't, so NaN and infinities aren't sent
@@ -592,8 +594,6 @@ XFAIL: dict[tuple[str, str, str], str] = {
                            "product of the others in every slice (prod([[inf, 2], [0, 1]], 1) at inf: 2; here out / x "
                            "in a slice without zeros, NaN); and prod over axes of size 1 at +-inf or NaN: gradient 1, "
                            "torch NaN (out / x; a 0-d prod and cumprod give 1), the reduce of one element being x",
-    ("var", "grad", "*"): "var of one element (correction 1) at NaN: gradient NaN, as torch's with a dim; torch "
-                          "without one gives inf (its rule there is NaN where x == mean, else inf, NaN included)",
     **{("pad_int", "forward", d): "padding with -2 raises here (the value can't be held); torch wraps it silently "
                                   "for this dtype (and raises for uint8)" for d in ("uint16", "uint32")},
 }

@@ -226,3 +226,17 @@ def test_the_valid_neighbours_of_the_catalog_cases_still_work():
         (w * w).sum().backward()
         opt.step()
     assert w.tolist() == pytest.approx([0.8] * 3)
+
+
+def test_pad_pairs_and_group_norm_of_a_single_value_raise_as_torch():
+    # a pair of one value failed inside as "not enough values to unpack"
+    with pytest.raises(ValueError, match=r"pad needs 2 \(before, after\) pairs for shape \(3, 4\).*\(1,\)"):
+        Tensor.ones(3, 4).pad(((0, 1), (1,)), mode="replicate")
+    with pytest.raises(ValueError, match=r"pad needs 3 .*\(0, 1, 1\)"):       # (torch: RuntimeError; tinygrad's)
+        Tensor.ones(1, 3, 4).pad((0, 1, 1), mode="replicate")
+    # torch refuses a batch of one with one value per group (Expected more than 1 value per channel); we gave the bias
+    for shape in ((1, 4), (1, 4, 1, 1)):
+        with pytest.raises(ValueError, match=r"GroupNorm\(4, 4\) got input \(1, 4.*more than one value per group"):
+            nn.GroupNorm(4, 4)(Tensor.ones(*shape))
+    assert nn.GroupNorm(4, 4)(Tensor.ones(2, 4)).shape == (2, 4) and nn.GroupNorm(2, 4)(Tensor.ones(1, 4)).shape \
+        == (1, 4)

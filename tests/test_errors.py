@@ -65,8 +65,10 @@ def test_axis_out_of_range():
 def test_conv_channel_mismatch():
     with pytest.raises(RuntimeError, match=r"3 channels.*\(4, 2, 3, 3\).*groups=1.*2"):
         Tensor.ones(1, 3, 5, 5).conv2d(Tensor.ones(4, 2, 3, 3))
-    with pytest.raises(RuntimeError, match=r"\(1, 3, 5\).*\(4, 3, 3, 3\)"):
+    with pytest.raises(RuntimeError, match=r"\(1, 1, 3, 5\) has 1 channels.*\(4, 3, 3, 3\)"):   # unbatched, as torch
         Tensor.ones(1, 3, 5).conv2d(Tensor.ones(4, 3, 3, 3))
+    with pytest.raises(RuntimeError, match=r"\(3, 5\) needs 4 dims.*\(4, 3, 3, 3\)"):
+        Tensor.ones(3, 5).conv2d(Tensor.ones(4, 3, 3, 3))
     with pytest.raises(RuntimeError, match=r"\(3, 3\).*\(2, 2\)"):
         Tensor.ones(1, 1, 2, 2).conv2d(Tensor.ones(1, 1, 3, 3))
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from tinygrad_core import Tensor, dtypes
+from tinygrad_core import Tensor, dtypes, nn
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -293,3 +293,165 @@ def test_a_neighbour_weighted_zero_doesnt_spread_its_nan_through_interpolate(siz
     x = np.array([[[1.0, -104.0, nan]]], np.float32)
     got = Tensor(x).interpolate(size, align_corners=align_corners).numpy()
     check(got, F.interpolate(torch.tensor(x), size=size, mode="linear", align_corners=align_corners))
+
+
+@pytest.mark.parametrize("a, b", [("float16", "float32"), ("bfloat16", "float32"), ("float16", "float64"),
+                                  ("int8", "float16"), ("int32", "float16")])
+def test_a_binary_op_computed_in_float32_takes_the_promoted_dtype(a, b):
+    # a 16-bit float computing in float32 was rounded back to its own dtype: fmod(float16, float32) was float16;
+    # an int made float32 before the promotion: copysign(int8, float16) was float32
+    x, y = np.array([5.5, -7.25, 3.0, 1.0]), np.array([2.0, 1.5, -0.75, 3.0])
+    for op in ("fmod", "copysign", "logaddexp"):
+        got = getattr(Tensor(x).cast(getattr(dtypes, a)), op)(Tensor(y).cast(getattr(dtypes, b)))
+        want = getattr(torch, op)(torch.tensor(x).to(getattr(torch, a)), torch.tensor(y).to(getattr(torch, b)))
+        assert got.dtype == getattr(dtypes, str(want.dtype).split(".")[1]), (op, got.dtype, want.dtype)
+        check(got.float().numpy(), want.float(), rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16"])
+def test_small_int_matmul_keeps_its_dtype_and_wraps_as_it(dtype):
+    # the product was int32 (15000 for int8 100 * 100 + 100 * 50): PyTorch and tinygrad keep int8, wrapped (-104)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype) for shape in ((5, 70), (70, 3)))
+    a[0, :2], b[:2, 0] = info.max, info.max
+    got, want = Tensor(a) @ Tensor(b), torch.tensor(a) @ torch.tensor(b)
+    assert got.dtype == getattr(dtypes, dtype) and got.numpy().tolist() == want.numpy().tolist()
+
+
+def test_a_0d_index_tensor_indexes_as_an_int_does():
+    # in torch a 0-d index tensor is an int: t[Tensor(1), :, i] put i's axis first, (2, 3) where torch has (3, 2)
+    x, i = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5), [1, 0]
+    for ours, theirs in (((Tensor(1), slice(None), Tensor(i)), (torch.tensor(1), slice(None), torch.tensor(i))),
+                         ((Tensor(i), slice(None), Tensor(0), Tensor(i)), (torch.tensor(i), slice(None),
+                                                                           torch.tensor(0), torch.tensor(i))),
+                         ((slice(None), Tensor(2), None, Tensor(i)), (slice(None), torch.tensor(2), None,
+                                                                      torch.tensor(i)))):
+        want = torch.tensor(x)[theirs]
+        assert Tensor(x)[ours].numpy().tolist() == want.tolist()
+        t, value = Tensor(x).contiguous().realize(), np.arange(want.numel()).reshape(want.shape)
+        t[ours] = Tensor(value)
+        expected = torch.tensor(x).clone()
+        expected[theirs] = torch.tensor(value)
+        assert t.numpy().tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("ours, theirs, x, w, kwargs", [
+    ("conv2d", F.conv2d, (4, 7, 6), (6, 2, 3, 3), {"groups": 2, "stride": 2, "padding": 1}),
+    ("conv2d", F.conv1d, (4, 9), (6, 4, 3), {"padding": 1}),
+    ("conv2d", F.conv3d, (2, 5, 4, 5), (3, 2, 2, 2, 2), {}),
+    ("conv_transpose2d", F.conv_transpose2d, (4, 5, 5), (4, 3, 3, 3), {"stride": 2, "padding": 1,
+                                                                       "output_padding": 1})])
+def test_convolutions_take_an_unbatched_input_as_torch_does(ours, theirs, x, w, kwargs):
+    # a (channels, *spatial) input raised "needs 4 dims"; torch convolves it as a batch of one
+    rng = np.random.default_rng(1)
+    values = [rng.standard_normal(s).astype(np.float32) for s in (x, w, (w[1] if "transpose" in ours else w[0],))]
+    a, t = [Tensor(v, requires_grad=True) for v in values], [torch.tensor(v, requires_grad=True) for v in values]
+    y, u = getattr(a[0], ours)(a[1], a[2], **kwargs), theirs(*t, **kwargs)
+    y.square().sum().backward()
+    u.square().sum().backward()
+    check(y.numpy(), u, rtol=1e-5, atol=1e-5)
+    for g, h in zip(a, t):
+        check(g.grad.numpy(), h.grad, rtol=1e-4, atol=1e-4)
+    layer = nn.Conv2d(3, 5, 3)
+    assert layer(Tensor.ones(3, 8, 8)).numpy().tolist() == layer(Tensor.ones(1, 3, 8, 8))[0].numpy().tolist()
+
+
+def test_group_norm_with_one_value_per_group_is_its_bias():
+    # torch accepts it (the variance is 0): the output is the bias, the input's gradient 0
+    x, w, b = np.array([[1.0, -2.0, 3.0, 0.5], [4.0, 5.0, -6.0, 7.0]], np.float32), [1.0, 2, 3, 4], [0.5, -1, 2, 0]
+    m = nn.GroupNorm(4, 4)
+    m.weight, m.bias = Tensor(w), Tensor(b)
+    (y, u), (g, h) = both(lambda t: m(t) if isinstance(t, Tensor) else F.group_norm(t, 4, torch.tensor(w),
+                                                                                     torch.tensor(b)), x)
+    check(y, u, atol=1e-3)        # (torch's is off by ~1e-4: its mean and variance round where ours cancel exactly)
+    assert y.tolist() == [b, b] and g.tolist() == np.zeros_like(x).tolist()
+    check(g, h)
+
+
+def test_layernorm_of_a_variance_past_the_float_range_is_nan():
+    # the squared deviations overflow to inf: y * rsqrt(inf) = 0 returned the bias; PyTorch gives NaN. (BatchNorm's
+    # statistics come out as the bias in PyTorch too, and here)
+    for values in ([[1e20, -1e20, 3e20, 0.0]], [[3e38, -3e38, 1.0, 2.0]], [[1e19, 2e19, 3e19, 4e19]]):
+        w, b = [1.0, 2.0, 0.5, 1.0], [0.5, -1.0, 2.0, 0.0]
+        layer = nn.LayerNorm(4)
+        layer.weight, layer.bias = Tensor(w), Tensor(b)
+        (y, u), (g, h) = both(lambda t: layer(t) if isinstance(t, Tensor) else F.layer_norm(
+            t, (4,), torch.tensor(w), torch.tensor(b)), values)
+        check(y, u)
+        check(g, h)
+        check(Tensor(values).layernorm().numpy(), F.layer_norm(torch.tensor(values), (4,)))
+        groups = nn.GroupNorm(1, 4)(Tensor(values).reshape(1, 4, 1))
+        check(groups.numpy(), F.group_norm(torch.tensor(values).reshape(1, 4, 1), 1))
+        batch = nn.BatchNorm(1, track_running_stats=False)(Tensor(values).reshape(4, 1))
+        check(batch.numpy(), F.batch_norm(torch.tensor(values).reshape(4, 1), None, None, training=True))
+
+
+def test_cumulative_sums_and_products_accumulate_a_size_up():
+    # PyTorch's CPU loop runs float32 in float64 (16-bit floats in float32) and rounds each prefix once: the product
+    # of [3e38, 5, -4, 0] ends in -0.0 there (it was inf * 0 = NaN), and 3e38 + 3e38 - 3e38 is 3e38 (it was inf)
+    for device in ("CPU", "PYTHON"):
+        for values, dtype, torch_dtype in (([3e38, 5, -4, 0], dtypes.float32, torch.float32),
+                                           ([1e-30, 1e-30, 1e30, 1e30], dtypes.float32, torch.float32),
+                                           ([60000, 2, 0.5], dtypes.float16, torch.float16),
+                                           ([3e38, 3e38, -3e38], dtypes.float32, torch.float32)):
+            for op in ("cumprod", "cumsum"):
+                y = getattr(Tensor(values, dtype=dtype, device=device), op)(0)
+                u = getattr(torch.tensor(values, dtype=torch_dtype), op)(0)
+                assert y.dtype == dtype
+                check(y.float().numpy(), u.float())
+                assert np.signbit(y.float().numpy()).tolist() == torch.signbit(u).tolist()
+
+
+def test_float16_softplus_computes_in_float32():
+    # beta x overflowed float16 past 32752 (beta 2: softplus was inf), and e^-|bx| went subnormal (2% off at -3.7);
+    # PyTorch computes 16-bit softplus in float32 and rounds once
+    x = np.concatenate([np.linspace(-60000, 60000, 301), np.linspace(-12, 12, 241)]).astype(np.float16)
+    for beta in (0.5, 1.0, 2.0, 3.0):
+        (y, u), (g, h) = both(lambda t: t.softplus(beta) if isinstance(t, Tensor) else F.softplus(t, beta), x,
+                              np.float16)
+        check(y.astype(np.float32), u.float(), rtol=1e-3, atol=1e-7)
+        check(g.astype(np.float32), h.float(), rtol=1e-3, atol=1e-7)
+
+
+def test_lerp_with_an_infinite_weight():
+    # the gradients are PyTorch's 1 - w, w and end - start: through where's untaken branch, inf * 0 made them NaN;
+    # and the form from end is taken where |w| >= 1/2 (lerp(0, inf, -2) is inf - 3 inf = NaN, not -inf)
+    cases = [(0.0, 1.0, inf), (0.0, 1.0, -inf), (2.0, -3.0, inf), (0.0, inf, -2.0), (0.0, inf, 0.25), (1.0, 5.0, nan),
+             (0.0, -inf, -3e38), (1.0, 3.0, -0.75), (1.0, 3.0, 0.3)]
+    s, e, w = (np.array(c, np.float32) for c in zip(*cases))
+    ours = [Tensor(v, requires_grad=True) for v in (s, e, w)]
+    theirs = [torch.tensor(v, requires_grad=True) for v in (s, e, w)]
+    y, u = ours[0].lerp(ours[1], ours[2]), torch.lerp(*theirs)
+    y.sum().backward()
+    u.sum().backward()
+    check(y.numpy(), u)
+    for a, t in zip(ours, theirs):
+        check(a.grad.numpy(), t.grad)
+
+
+@pytest.mark.parametrize("correction", [2, 3, 2.5])
+def test_var_and_std_without_a_degree_of_freedom(correction):
+    # over the whole tensor PyTorch's derivative is then inf (NaN where x == mean); it was 2 (x - mean) / (n - c),
+    # finite and signed. Along a dim torch keeps that formula, and so do we
+    for values in ([1.0, 3.0], [2.0, 2.0], [nan, 1.0], [inf, 1.0]):
+        for op in ("var", "std"):
+            for axis in (None, 0):
+                (y, u), (g, h) = both(lambda t: getattr(t, op)(axis, correction=correction) if isinstance(t, Tensor)
+                                      else getattr(t, op)(dim=axis, correction=correction), values)
+                check(y, u)
+                check(g, h)
+
+
+def test_hardtanh_gradient_at_nan_and_its_signed_zero():
+    # PyTorch's derivative is 1 strictly between the bounds, so 0 at NaN (its vector loop, which runs all but the last
+    # few elements of a row; ours gave its scalar loop's 1 everywhere); relu6(-0.0) is -0.0 (it was 0.0)
+    x = np.array([nan, -0.0, 0.0, -1.0, 1.0, 6.0, 0.5, -inf, inf] * 8, np.float32)
+    for ours, theirs in ((lambda t: t.hardtanh(), F.hardtanh), (lambda t: t.relu6(), F.relu6),
+                         (lambda t: t.hardtanh(-2.5, 0.5), lambda t: F.hardtanh(t, -2.5, 0.5)),
+                         (lambda t: t.hardsigmoid(), F.hardsigmoid)):
+        (y, u), (g, h) = both(lambda t: ours(t) if isinstance(t, Tensor) else theirs(t), x)
+        check(y, u)
+        assert np.signbit(y[1:3]).tolist() == torch.signbit(u[1:3]).tolist()
+        check(g[:32], h[:32])
+        assert g[0] == 0

@@ -7,7 +7,7 @@ import functools
 import math
 from typing import TYPE_CHECKING
 from tinygrad_core.device import Device
-from tinygrad_core.dtype import DType, dtypes
+from tinygrad_core.dtype import DType, dtypes, least_upper_dtype
 from tinygrad_core.gradient import Function
 from tinygrad_core.ops import Ops, cos_uop
 if TYPE_CHECKING:
@@ -41,8 +41,9 @@ def in_float32(method, float64=False):
     float64, float32 (and integers) compute in float64 where the device has it, as PyTorch's var and std on CPU."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        if self.dtype in (dtypes.float16, dtypes.bfloat16):
-            return method(self.float(), *args, **kwargs).cast(self.dtype)
+        if self.dtype in (dtypes.float16, dtypes.bfloat16):     # (rounded to self's dtype promoted with its operands')
+            out = least_upper_dtype(self.dtype, *(a.dtype for a in args if isinstance(a, type(self))))
+            return method(self.float(), *args, **kwargs).cast(out)
         if float64 and self.dtype != dtypes.float64 and has_float64(self.device):
             return method(self.double(), *args, **kwargs).float()
         return method(self, *args, **kwargs)
@@ -77,7 +78,7 @@ class ElementwiseOps:
     def atanh(self) -> Tensor: return _smooth(self, _atanh, lambda x: 1 / (1 - x * x))          # noqa: E704
     def copysign(self, other) -> Tensor:
         """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
-        a, b = self._float()._to_operand(other)      # (b takes a's float type, or a wider float)
+        a, b = (t._float() for t in self._to_operand(other))      # (promoted first: int8 with float16 is float16)
         negative = b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0
         return negative.where(-a.abs(), a.abs())
 
@@ -90,7 +91,7 @@ class ElementwiseOps:
         return _Smooth.apply(a, b, value=_fmod, derivative=lambda a, b: (1.0, -(a / b).trunc()))    # (PyTorch's)
 
     def logaddexp(self, other) -> Tensor:
-        a, b = self._float()._to_operand(other)
+        a, b = (t._float() for t in self._to_operand(other))
         m = a.maximum(b)
         out = m + (-(a - b).abs()).exp().add(1).log()
         return (m.isinf() & (a == b)).where(m, out)      # inf - inf would be NaN: equal infinities are themselves
@@ -194,9 +195,9 @@ class ElementwiseOps:
                              derivative=lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1)))
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
-        y = alpha * self + beta
-        return y.isnan().where(y.detach(), y.hardtanh(0, 1))     # (NaN's gradient is 0, as PyTorch's)
+        return (alpha * self + beta).hardtanh(0, 1)
 
+    @in_float32                      # (as PyTorch's: b x overflows 16 bits, and e^-|bx| goes subnormal in them)
     def softplus(self, beta: float = 1.0) -> Tensor:
         # log(1 + e^(bx)) / b as bx+ + log1p(e^-|bx|) (no overflow), log1p(y) as log(u) y / (u - 1), u = 1 + y (log(u)
         # alone loses y: softplus(-88) was 0, not 6e-39); the derivative is sigmoid(bx)
@@ -213,7 +214,10 @@ class ElementwiseOps:
     def softsign(self) -> Tensor: return self / (1 + self.abs())                     # noqa: E704
 
     def hardtanh(self, min_val: float = -1, max_val: float = 1) -> Tensor:
-        return (self <= min_val).where(min_val, (self >= max_val).where(max_val, self))
+        # clip (-0.0 stays -0.0 at a bound of 0) detached at the bounds: PyTorch's derivative is 1 strictly between
+        # them, 0 at NaN (its vector loop's answer, and its clamp's; the scalar loop it runs on the last few elements
+        # of a row gives 1 at NaN)
+        return ((self == min_val) | (self == max_val)).where(self.detach(), self).clip(min_val, max_val)
 
     def logsigmoid(self) -> Tensor:
         return 0 - (-self).softplus()        # (+0.0 at +inf and 1e30, as PyTorch's, not -0.0)
@@ -235,9 +239,10 @@ class ElementwiseOps:
 
     @in_float32                      # (end - self may not fit 16 bits)
     def lerp(self, end: Tensor, weight) -> Tensor:
-        # PyTorch's form: from end where the weight is 1/2 or more, so both ends are exact
+        # PyTorch's form, start + diff w, or end - diff (1 - w) where |weight| >= 1/2 (so both ends are exact), with the
+        # branch taken in the base and in the factor: a branch's own product met where's zero gradient as 0 * inf = NaN
         diff, w = end - self, self._to_operand(weight)[1]
-        return (w < 0.5).where(self + diff * w, end - diff * (1 - w))
+        return (small := w.abs() < 0.5).where(self, end) + diff * small.where(w, -(1 - w))
 
 
 def _asin(x: Tensor) -> Tensor:

@@ -461,12 +461,13 @@ def _index_mask(x, tensors):
     return hits, index_shape
 
 
-def _layout(axes, block: int, ndim: int) -> list[int]:
+def _layout(tensors, block: int, ndim: int) -> list[int]:
     """The permute from (*index dims, *other dims) to numpy's order: adjacent index tensors (no slice or None
-    between them; ints don't count) put the index dims where they stood; separated ones put them first."""
-    if axes != list(range(axes[0], axes[0] + len(axes))):
-        return list(range(ndim))
-    return list(range(block, block + axes[0])) + list(range(block)) + list(range(block + axes[0], ndim))
+    between them; ints don't count, nor 0-d tensors, which index as ints do in torch) put the index dims where they
+    stood; separated ones put them first."""
+    axes = [a - sum(not i.ndim and b < a for b, i in tensors) for a, i in tensors if i.ndim] or [0]
+    at = axes[0] if axes == list(range(axes[0], axes[0] + len(axes))) else 0
+    return list(range(block, block + at)) + list(range(block)) + list(range(block + at, ndim))
 
 
 def getitem(t, indices):
@@ -487,7 +488,7 @@ def getitem(t, indices):
     else:
         values = x.permute(others + axes).reshape(1, prod(other_shape), indexed)
     out = _pick(hits.reshape(prod(index_shape), 1, indexed), values, -1).reshape(index_shape + other_shape)
-    return out.permute(_layout(axes, len(index_shape), out.ndim))
+    return out.permute(_layout(tensors, len(index_shape), out.ndim))
 
 
 def setitem(t, indices, value):
@@ -499,7 +500,7 @@ def setitem(t, indices, value):
     selection = x.shape
     if tensors:
         hits, index_shape = _index_mask(x, tensors)
-        order = _layout(axes, len(index_shape), len(index_shape) + len(others))
+        order = _layout(tensors, len(index_shape), len(index_shape) + len(others))
         selection = tuple((index_shape + tuple(x.shape[d] for d in others))[d] for d in order)
     while value.ndim > len(selection) and value.shape[0] == 1:    # leading 1s broadcast away, as in numpy
         value = value.reshape(value.shape[1:])

@@ -107,7 +107,7 @@ class NNOps:
         dims = weight.ndim - 2
         if dims < 1 or self.ndim != weight.ndim:
             raise RuntimeError(f"conv input {self.shape} needs {weight.ndim} dims to match weight {weight.shape} "
-                               "(batch, channels, then one per spatial dim of the weight)")
+                               "(batch, channels, then one per spatial dim of the weight), or one fewer unbatched")
         if not isinstance(groups, int) or groups < 1 or in_channels % groups or out_channels % groups:
             raise RuntimeError(f"groups={groups} must be a positive int dividing the {in_channels} input and "
                                f"{out_channels} output channels (input {self.shape}, weight {weight.shape})")
@@ -124,16 +124,16 @@ class NNOps:
     @in_float32                      # (as torch: 16-bit products of large values would overflow before the sum)
     def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
         """Cross-correlation like torch.nn.functional.conv2d (also conv1d/conv3d by the weight's rank)."""
-        cout, cin_group, *kernel = weight.shape
-        dims = len(kernel)
+        if self.ndim == weight.ndim - 1:      # an unbatched (channels, *spatial) input, as torch takes it
+            return self[None].conv2d(weight, bias, groups, stride, dilation, padding)[0]
+        (cout, cin_group, *kernel), dims = weight.shape, weight.ndim - 2
         self._check_conv(weight, bias, groups, groups * cin_group, cout, stride, dilation)
         if padding in ("same", "valid"):      # 'same' keeps the size, its odd pixel of padding after (as torch)
             if padding == "same" and any(s != 1 for s in make_tuple(stride, dims)):
                 raise RuntimeError("padding='same' is not supported for strided convolutions")
             totals = [d * (k - 1) if padding == "same" else 0 for k, d in zip(kernel, make_tuple(dilation, dims))]
             padding = flatten((total // 2, total - total // 2) for total in reversed(totals))
-        bs = self.shape[0]
-        pads = self._padding_pairs(padding, dims, RuntimeError)
+        bs, pads = self.shape[0], self._padding_pairs(padding, dims, RuntimeError)
         padded = [n + b + a for n, (b, a) in zip(self.shape[2:], pads)]
         if any(p < d * (k - 1) + 1 for p, k, d in zip(padded, kernel, make_tuple(dilation, dims))):
             raise RuntimeError(f"conv kernel {tuple(kernel)} (dilation {dilation}) of weight {weight.shape} is larger "
@@ -169,9 +169,10 @@ class NNOps:
         """The gradient of conv2d with respect to its input, as torch.nn.functional.conv_transpose2d: each input
         element times the kernel, added into the output at its strided position (no products with zeros spread
         between or around the input, as torch: an inf or NaN weight reaches only the positions it is added into)."""
+        if self.ndim == weight.ndim - 1:      # unbatched, as in conv2d
+            return self[None].conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)[0]
         self._check_conv(weight, bias, groups, weight.shape[0], weight.shape[1] * groups, stride, dilation)
-        (bs, cin, *spatial), (_, per_group, *kernel) = self.shape, weight.shape
-        dims = len(kernel)
+        (bs, cin, *spatial), (_, per_group, *kernel), dims = self.shape, weight.shape, weight.ndim - 2
         strides, dilations, extra = (make_tuple(v, dims) for v in (stride, dilation, output_padding))
         pads = self._padding_pairs(padding, dims, RuntimeError)
         full = [(i - 1) * s + d * (k - 1) + 1 + p for i, s, d, k, p in zip(spatial, strides, dilations, kernel, extra)]
@@ -377,7 +378,9 @@ class NNOps:
     @in_float32                      # (the squares would overflow 16 bits)
     def layernorm(self, axis=-1, eps: float = 1e-5):
         y = self - self.mean(axis, keepdim=True)
-        return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+        # a variance past the float range leaves y / sqrt(var) undefined (inf / inf): NaN, as PyTorch's Welford mostly
+        # gives there (not y * rsqrt(inf) = 0, which returned the bias)
+        return y * (var := (y * y).mean(axis, keepdim=True)).isinf().where(math.nan, var.add(eps).rsqrt())
 
     def dropout(self, p: float = 0.5):
         if not 0 <= p <= 1:          # (checked outside training too, as torch)

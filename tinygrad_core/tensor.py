@@ -568,9 +568,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         x, n = self._float(), prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
         dof, dev = n - correction if is_symbolic(n) else max(0, n - correction), lambda x: x - x.mean(axis, True)
         # PyTorch's derivative 2 (x - mean) / (n - correction): through the mean, an inf gradient met the deviations'
-        # sum as inf - inf = NaN
-        out = _Smooth.apply(x, value=lambda x: dev(x).square().sum(axis, True) / dof,
-                            derivative=lambda x: 2 * dev(x) / (n - correction))
+        # sum as inf - inf = NaN. Over the whole tensor, with no degree of freedom left, it is inf (NaN at x == mean)
+        whole = (axis is None or not self.ndim) and dof == 0
+        out = _Smooth.apply(x, value=lambda x: dev(x).square().sum(axis, True) / dof, derivative=lambda x: (
+            (x == x.mean(axis, True)).where(math.nan, math.inf) if whole else 2 * dev(x) / (n - correction)))
         return out if keepdim else out.reshape(x.sum(axis).shape)
 
     @functools.partial(in_float32, float64=True)       # (the variance itself may not fit 16 bits, or float32)
@@ -642,18 +643,22 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return self._float()._running(axis, lambda rows, mask: mask.where(rows, -math.inf).logsumexp(-1))
 
     def cumprod(self, axis: int = 0) -> Tensor:
-        return self._running(axis, lambda rows, mask: mask.where(rows, 1).cast(self.dtype).prod(-1))
+        return self._running(axis, lambda rows, mask: mask.where(rows, 1).cast(rows.dtype).prod(-1))
 
     def _running(self, axis, total) -> Tensor:
         """The running totals along axis: total(rows, mask) reduces the last axis of self's rows (axis moved last, as
         (..., 1, n)) where the (n, n) mask is True, which in row i marks the positions 0..i. A 0-d tensor is its own
-        running total (axis 0 or -1)."""
+        running total (axis 0 or -1). Floats run a size up and round once, as in PyTorch's CPU loop (float32 in
+        float64: cumprod([3e38, 5, -4, 0]) ends in -0.0 there, not in inf * 0 = NaN)."""
         axis = self._axis(axis)
         if self.ndim == 0:
             return self
         positions = Tensor.arange(n := self.shape[axis], device=self.device)
         mask = positions.reshape(n, 1) >= positions.reshape(1, n)
-        return total(self.transpose(axis, -1).unsqueeze(-2), mask).transpose(axis, -1)
+        wide = dtypes.float64 if self.dtype.itemsize >= 4 and has_float64(self.device) else dtypes.float32
+        x = (self.cast(wide) if dtypes.is_float(self.dtype) else self).transpose(axis, -1)
+        # (back in the dtype self's sums run in: self's for floats)
+        return total(x.unsqueeze(-2), mask).transpose(axis, -1).cast(self._accumulated(None).dtype)
 
     # ---- movement ----
     def reshape(self, shape, *args) -> Tensor:
@@ -715,7 +720,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)]
             padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1]
         padding = tuple((0, 0) if p is None else _checked_shape(p, "padding", negative_ok=True) for p in padding)
-        if len(padding) != self.ndim:
+        if len(padding) != self.ndim or any(len(p) != 2 for p in padding):
             raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape}, got {padding}")
         if mode != "constant":
             return self._pad_mode(padding, mode)
@@ -923,10 +928,11 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             what = f"inner sizes {k_self} and {k_w}" if k_self != k_w else f"batch sizes {clash[0]} and {clash[1]}"
             raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({what} differ)")
         dtype = least_upper_dtype(self.dtype, w.dtype)
-        # small ints multiply in the (u)int32 their sum is in (in their own dtype, -128 * -128 would wrap)
-        dtype = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
+        # small ints (and bools) multiply and add in (u)int32, then wrap once to their own dtype, as tinygrad and PyTorch
+        # give it: wrapping is modular, so the result is the one int8 arithmetic throughout would have
+        acc = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
         # and 16-bit floats in float32, rounded once at the end, as PyTorch (60000 * 2 - 60000 * 2 is 0, not inf - inf)
-        acc = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else dtype
+        acc = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else acc
         x = self.cast(acc).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
         w = w.cast(acc).reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]) \
             .transpose(-1, -min(w.ndim, 2)) if w.ndim > 1 else w.cast(acc)

@@ -190,8 +190,10 @@ class GroupNorm(Layer):
         self.bias = _filled(num_channels, 0.0) if affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        if x.ndim < 2 or x.shape[1] != self.num_channels:
-            raise ValueError(f"GroupNorm over {self.num_channels} channels got input {x.shape} (channels: axis 1)")
+        # (and as torch, not a single value per group in a batch of one: its output would be the bias, its gradient 0)
+        if x.ndim < 2 or x.shape[1] != self.num_channels or x.numel() == self.num_groups:
+            raise ValueError(f"GroupNorm({self.num_groups}, {self.num_channels}) got input {x.shape}: it takes the "
+                             "channels on axis 1 and, as torch, more than one value per group across the batch")
         return _normalized(x, lambda v: v.reshape(v.shape[0], self.num_groups, -1).layernorm(axis=-1, eps=self.eps)
                            .reshape(v.shape), self.weight, self.bias, (1, -1) + (1,) * (x.ndim - 2))
 
