@@ -8,6 +8,7 @@ import ctypes
 import itertools
 import os
 import statistics
+import sys
 import threading
 import time
 import weakref
@@ -93,49 +94,72 @@ def thread_count() -> int:
 
 
 # What a worker and the launching thread hand each other, natively, in the first word of the worker's control block
-# (the rest: what to call, its arguments, the slice): no lock and no GIL on the way, so a worker that is spinning
-# sees its slice within a microsecond, where waking a sleeping thread costs tens of microseconds (far more on a
-# virtual machine, whose idle CPU must be woken too).
+# (the rest: what to call, its arguments, the slice): no Python lock and no GIL on the way, so a worker that is
+# spinning sees its slice at once, and one asleep is woken by the kernel's futex, where waking a thread through
+# Python costs tens of microseconds more (the GIL changes hands twice).
 IDLE, JOB, DONE, ASLEEP = 0, 1, 2, 3
-# how long an idle worker keeps spinning for its next slice before it sleeps on its lock: the gaps between the
-# launches of a training step are shorter; the batch's preparation between steps may be longer
+# how long an idle worker spins for its next slice before it sleeps: the gaps between the launches of a training step
+# are shorter. (Longer, the spinning takes CPUs from other processes: polling for 50 ms more, each poll after a
+# sched_yield, made the test suite on two CPUs 2.4 times slower.)
 SPIN_S = 2e-3
+# the futex system call's number, by CPU (Linux); elsewhere a sleeping worker looks for its slice every 50 us
+FUTEX = {"x86_64": 202, "aarch64": 98}
 
 
-def _pause() -> tuple[str, str]:
-    """The spin-wait hint of this CPU as LLVM IR, (its declaration, its call): it frees the core's other hardware
-    thread while spinning."""
+def _platform_ir() -> tuple[str, str, str, str]:
+    """LLVM IR for this machine: (declarations, the spin-wait hint (it frees the core's other hardware thread), the
+    sleep of a worker ASLEEP, its wake-up)."""
     machine = host_target_machine().triple.split("-")[0]
-    if machine in ("x86_64", "i686"):
-        return "declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"
-    if machine in ("aarch64", "arm64"):
-        return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
-    return "", ""
+    declare, pause = {"x86_64": ("declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"),
+                      "aarch64": ("declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)")
+                      }.get(machine, ("", ""))
+    if sys.platform.startswith("linux") and machine in FUTEX:     # (FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE)
+        call = f"call i64 (i64, ...) @syscall(i64 {FUTEX[machine]}, ptr %block, i64"
+        return (declare + "\ndeclare i64 @syscall(i64, ...)", pause,
+                f"{call} 128, i64 {ASLEEP}, ptr null)", f"{call} 129, i64 1)")
+    return declare + "\ndeclare i32 @usleep(i32)", pause, "call i32 @usleep(i32 50)", ""
 
 
 def _pool_ir() -> str:
-    """serve(block, spins): a worker's loop, returning once it spun that long with no slice and went ASLEEP;
-    post(block): hands it the slice written in its block, 1 if it was asleep (its lock must then be released);
-    finish(block): waits until it is DONE."""
-    declare, pause = _pause()
+    """await(block, state, spins): whether the block's state became that within spins polls; serve(block, spins): a
+    worker's loop, asleep after spins polls with no slice, until a post wakes it; post(block): hands it the slice
+    written in its block; finish(block): waits until it is DONE."""
+    declare, pause, sleep, wake = _platform_ir()
     return "\n".join([declare, "declare i32 @sched_yield()", f"""
-define i64 @tinygrad_cpu_serve(ptr %block, i64 %spins) nounwind {{
+define i1 @tinygrad_cpu_await(ptr %block, i64 %want, i64 %spins) nounwind {{
 entry:
   br label %poll
 poll:
-  %i = phi i64 [0, %entry], [%i.next, %spin], [0, %run], [0, %sleep]
+  %i = phi i64 [0, %entry], [%i.next, %spin]
   %state = load atomic i64, ptr %block acquire, align 64
-  %job = icmp eq i64 %state, {JOB}
-  br i1 %job, label %run, label %spin
+  %seen = icmp eq i64 %state, %want
+  br i1 %seen, label %yes, label %spin
 spin:
   {pause}
   %i.next = add i64 %i, 1
   %more = icmp ult i64 %i.next, %spins
-  br i1 %more, label %poll, label %sleep
+  br i1 %more, label %poll, label %no
+yes:
+  ret i1 true
+no:
+  ret i1 false
+}}
+
+define void @tinygrad_cpu_serve(ptr %block, i64 %spins) nounwind {{
+entry:
+  br label %poll
+poll:
+  %job = call i1 @tinygrad_cpu_await(ptr %block, i64 {JOB}, i64 %spins)
+  br i1 %job, label %run, label %sleep
 sleep:
   %swap = cmpxchg ptr %block, i64 {IDLE}, i64 {ASLEEP} acq_rel acquire
   %slept = extractvalue {{ i64, i1 }} %swap, 1
-  br i1 %slept, label %out, label %poll
+  br i1 %slept, label %asleep, label %poll
+asleep:
+  {sleep}
+  %state = load atomic i64, ptr %block acquire, align 64
+  %still = icmp eq i64 %state, {ASLEEP}
+  br i1 %still, label %asleep, label %poll
 run:
   %fields = getelementptr i64, ptr %block, i64 1
   %call = load ptr, ptr %fields
@@ -150,36 +174,27 @@ run:
   call void %call(ptr %fn, ptr %args, i64 %start, i64 %end)
   store atomic i64 {DONE}, ptr %block release, align 64
   br label %poll
-out:
-  ret i64 0
 }}
 
-define i64 @tinygrad_cpu_post(ptr %block) nounwind {{
+define void @tinygrad_cpu_post(ptr %block) nounwind {{
 entry:
   %swap = cmpxchg ptr %block, i64 {IDLE}, i64 {JOB} acq_rel acquire
   %posted = extractvalue {{ i64, i1 }} %swap, 1
-  br i1 %posted, label %awake, label %asleep
-awake:
-  ret i64 0
+  br i1 %posted, label %out, label %asleep
 asleep:
   store atomic i64 {JOB}, ptr %block release, align 64
-  ret i64 1
+  {wake}
+  br label %out
+out:
+  ret void
 }}
 
 define void @tinygrad_cpu_finish(ptr %block) nounwind {{
 entry:
   br label %poll
 poll:
-  %i = phi i64 [0, %entry], [%i.next, %spin], [%i.next, %yield]
-  %state = load atomic i64, ptr %block acquire, align 64
-  %done = icmp eq i64 %state, {DONE}
-  br i1 %done, label %out, label %spin
-spin:
-  {pause}
-  %i.next = add i64 %i, 1
-  %often = and i64 %i.next, 1023
-  %yields = icmp eq i64 %often, 0
-  br i1 %yields, label %yield, label %poll
+  %done = call i1 @tinygrad_cpu_await(ptr %block, i64 {DONE}, i64 1024)
+  br i1 %done, label %out, label %yield
 yield:
   call i32 @sched_yield()
   br label %poll
@@ -211,17 +226,17 @@ class _Native:
     def __init__(self, jit):
         self.jit, self.callers, self.libraries = jit, {}, []
         library = llvm.JITLibraryBuilder().add_ir(_pool_ir()).add_current_process()
-        for name in ("serve", "post", "finish"):
+        for name in ("await", "serve", "post", "finish"):
             library.export_symbol(f"tinygrad_cpu_{name}")
         self.library = library.link(jit, "tinygrad_cpu_pool")
         word, address = ctypes.c_int64, ctypes.c_void_p
-        self.serve = ctypes.CFUNCTYPE(word, address, word)(self.library["tinygrad_cpu_serve"])
-        self.post = ctypes.CFUNCTYPE(word, address)(self.library["tinygrad_cpu_post"])
+        self.serve = ctypes.CFUNCTYPE(None, address, word)(self.library["tinygrad_cpu_serve"])
+        self.post = ctypes.CFUNCTYPE(None, address)(self.library["tinygrad_cpu_post"])
         self.finish = ctypes.CFUNCTYPE(None, address)(self.library["tinygrad_cpu_finish"])
-        # spins per second, timed on a block no one posts to (it returns ASLEEP)
-        block = _Block()
+        # polls per second, timed on a block no one posts to
+        wait, block = ctypes.CFUNCTYPE(ctypes.c_bool, address, word, word)(self.library["tinygrad_cpu_await"]), _Block()
         started = time.perf_counter()
-        self.serve(block.address, 20000)
+        wait(block.address, JOB, 20000)
         self.spins = max(1000, int(20000 * SPIN_S / max(time.perf_counter() - started, 1e-9)))
 
     def caller(self, buffers: int, variables: int) -> int:
@@ -244,24 +259,18 @@ class _Block:
 
 
 class _Worker:
-    """A thread that runs one slice each time its block is posted: natively (serve), spinning between slices for
-    SPIN_S, then asleep on its `wake` lock until a post finds it so."""
+    """A thread that runs one slice each time its block is posted: natively, for good (serve), polling between
+    slices for SPIN_S, then asleep until a post wakes it."""
 
     def __init__(self, native: _Native):
-        self.native, self.block, self.wake = native, _Block(), threading.Lock()
-        self.wake.acquire()
-        threading.Thread(target=self._serve, daemon=True, name="tinygrad_cpu").start()
-
-    def _serve(self):
-        while True:
-            self.native.serve(self.block.address, self.native.spins)
-            self.wake.acquire()
+        self.native, self.block = native, _Block()
+        threading.Thread(target=native.serve, args=(self.block.address, native.spins), daemon=True,
+                         name="tinygrad_cpu").start()
 
     def post(self, caller: int, kernel: int, args: int, start: int, end: int):
         words = self.block.words
         words[1], words[2], words[3], words[4], words[5] = caller, kernel, args, start, end
-        if self.native.post(self.block.address):
-            self.wake.release()
+        self.native.post(self.block.address)
 
 
 class _Launcher:

@@ -63,9 +63,8 @@ def split_sum(monkeypatch, threads: int, x: np.ndarray) -> np.ndarray:
 def test_a_sleeping_worker_is_woken_for_its_slice(monkeypatch):
     x = np.arange(64 * 33, dtype=np.float32).reshape(64, 33)
     split_sum(monkeypatch, 2, x)                # (starts the workers)
-    native, worker = runtime._Launcher._native, runtime._Launcher._workers[0]
-    monkeypatch.setattr(native, "spins", 1)     # each worker sleeps as soon as it has nothing to do
-    for _ in range(3):
+    worker = runtime._Launcher._workers[0]
+    for _ in range(3):                          # (a worker sleeps after SPIN_S with nothing to do)
         deadline = time.monotonic() + 5
         while worker.block.words[0] != runtime.ASLEEP and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -173,9 +172,10 @@ def test_a_big_sum_is_tried_on_all_threads_and_each_kernel_keeps_the_faster_by_i
         wake = runtime._Launcher.wake_cost()
     sums = [name for name in threads if name.startswith("r_4096")]      # the sum; the rest are Adam's
     assert len(sums) == 1 and "E_128_784" in threads, threads
-    # Adam's kernels take tens of microseconds, a wake-up 10-40 here: whether one is tried split, and whether the
-    # split wins, depends on the machine, so what is checked is that each followed the rule on its own first launches
-    # (slices() docstring). The sum (milliseconds) is always tried on both threads
+    # Adam's kernels take tens of microseconds, a wake-up a few: whether one is tried split, and whether the split
+    # wins, depends on the machine, so what is checked is that each followed the rule on its own first launches
+    # (slices() docstring). The sum (milliseconds) is tried on both threads, unless other work on the machine held the
+    # workers' CPU when the wake-up was measured (it then takes a time slice of the scheduler: milliseconds)
     PROBES = runtime.PROBES
     for name, count in threads.items():
         r = runners[name]
@@ -184,7 +184,9 @@ def test_a_big_sum_is_tried_on_all_threads_and_each_kernel_keeps_the_faster_by_i
         alone, tried = min(r.program.one_thread[size][:PROBES]), r.program.split_s.get(size, [])[:PROBES]
         split = int(min(2, max(1.0, alone / (runtime.SHARE_OVER_WAKE * wake))))
         sure = alone >= split * runtime.SURE_OVER_WAKE * wake        # (split with no trial)
-        assert (split == 2 and not sure) == (len(tried) == PROBES) and (split == 2 or name not in sums), (name, alone)
+        busy = wake > 1e-3
+        assert (split == 2 and not sure) == (len(tried) == PROBES) and (split == 2 or name not in sums or busy), \
+            (name, alone, wake)
         assert count == (2 if split == 2 and (sure or min(tried) < alone) else 1), (name, count, alone, tried, wake)
         assert (size, 2, wake) in r.program.plans         # decided: later launches look it up
 
