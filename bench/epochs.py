@@ -1,15 +1,16 @@
 """Seconds per training epoch of the MNIST examples, tinygrad_core next to PyTorch, same models, same data pipeline.
 
 Each framework trains `examples/mnist_mlp.py`'s TinyMLP and `examples/mnist_cnn.py`'s MnistCNN on the shipped MNIST
-for one epoch (Adam, the examples' batch sizes and learning rates, the same numpy batching and augmentation), in a
-process of its own, and reports the epoch's seconds (the first epoch includes compiling: with the disk cache filled by
-an earlier run of the same code, only loading the kernels; any edit of the code misses it) and the test accuracy.
+for --epochs epochs (2; Adam, the examples' batch sizes and learning rates, the same numpy batching and augmentation),
+in a process of its own, and reports each epoch's seconds and the test accuracy after them. The first epoch includes
+compiling (with the disk cache filled by an earlier run of the same code, only loading the kernels; any edit of the
+code misses it); the second is what each later epoch of a training run takes (the main job trains five).
 --breakdown splits tinygrad_core's epoch instead: the first steps (compile, capture), then per steady step the batch
 (numpy work, Tensor), the program launches, the rest of the replay and loss.item(), in wall and CPU seconds and in
 Python function calls (a count that other work on the machine doesn't change): with an empty disk cache (cold), then
 with the one that run filled (warm).
 
-    python bench/epochs.py [--models mlp,cnn] [--frameworks tinygrad_core,torch] [--torch-threads 2]
+    python bench/epochs.py [--models mlp,cnn] [--frameworks tinygrad_core,torch] [--torch-threads 2] [--epochs 2]
     python bench/epochs.py --breakdown [--models mlp,cnn]"""
 from __future__ import annotations
 import argparse
@@ -50,16 +51,18 @@ def tinygrad_core_model(model: str):
     return net, make_train_step(net, Adam(get_parameters(net), lr=MODELS[model]["lr"]), jit=True)
 
 
-def run_tinygrad_core(model: str) -> dict:
+def run_tinygrad_core(model: str, epochs: int = 1) -> dict:
     from tinygrad_core import Tensor
     train, X_test, Y_test = batches(model)
     net, step = tinygrad_core_model(model)
     from training import make_predict
-    start = time.perf_counter()
-    for x, y in train:
-        loss, _ = step(x, y)
-        loss.item()
-    seconds = time.perf_counter() - start
+    seconds = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        for x, y in train:
+            loss, _ = step(x, y)
+            loss.item()
+        seconds.append(time.perf_counter() - start)
     predict = make_predict(net, jit=False)
     correct = sum(int((predict(Tensor(X_test[i:i + 1000])).numpy() == Y_test[i:i + 1000]).sum())
                   for i in range(0, len(X_test), 1000))
@@ -137,7 +140,7 @@ def breakdown(model: str, counted_steps: int = 50) -> dict:
             "calls per step": calls}
 
 
-def run_torch(model: str, threads: int) -> dict:
+def run_torch(model: str, threads: int, epochs: int = 1) -> dict:
     import torch
     from torch import nn
     torch.set_num_threads(threads)
@@ -151,23 +154,27 @@ def run_torch(model: str, threads: int) -> dict:
     optimizer = torch.optim.Adam(net.parameters(), lr=MODELS[model]["lr"])
     train, X_test, Y_test = batches(model)
     net.train()
-    start = time.perf_counter()
-    for x, y in train.arrays():
-        optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(net(torch.from_numpy(x)), torch.from_numpy(y).long())
-        loss.backward()
-        optimizer.step()
-        loss.item()
-    seconds = time.perf_counter() - start
+    seconds = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        for x, y in train.arrays():
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(net(torch.from_numpy(x)), torch.from_numpy(y).long())
+            loss.backward()
+            optimizer.step()
+            loss.item()
+        seconds.append(time.perf_counter() - start)
     net.eval()
     with torch.no_grad():
         predicted = net(torch.from_numpy(X_test)).argmax(1).numpy()
     return {"seconds": seconds, "accuracy": 100 * float((predicted == Y_test).mean())}
 
 
-def worker(framework: str, model: str, threads: int, env=None) -> dict:
-    """The result of a worker process (its last line of output), or {"error": the end of what it wrote}."""
-    done = subprocess.run([sys.executable, __file__, "--worker", framework, model, "--torch-threads", str(threads)],
+def worker(framework: str, model: str, threads: int, env=None, epochs: int = 1) -> dict:
+    """The result of a worker process (its last line of output: seconds per epoch, the test accuracy after the
+    last), or {"error": the end of what it wrote}."""
+    done = subprocess.run([sys.executable, __file__, "--worker", framework, model, "--torch-threads", str(threads),
+                           "--epochs", str(epochs)],
                           capture_output=True, text=True, env=env, check=False)
     last = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
     return json.loads(last[0]) if last else {"error": done.stderr.strip()[-300:]}
@@ -200,13 +207,15 @@ def main():
     parser.add_argument("--models", default="mlp,cnn")
     parser.add_argument("--frameworks", default="tinygrad_core,torch")
     parser.add_argument("--torch-threads", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=2, help="epochs each framework trains (each is timed: the "
+                                                                  "first compiles what the disk cache lacks)")
     parser.add_argument("--breakdown", action="store_true", help="split tinygrad_core's epoch by phase instead")
     parser.add_argument("--worker", nargs=2, metavar=("FRAMEWORK", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         framework, model = args.worker
-        result = run_torch(model, args.torch_threads) if framework == "torch" else \
-            breakdown(model) if framework == "breakdown" else run_tinygrad_core(model)
+        result = run_torch(model, args.torch_threads, args.epochs) if framework == "torch" else \
+            breakdown(model) if framework == "breakdown" else run_tinygrad_core(model, args.epochs)
         print(json.dumps(result))
         return
     if args.breakdown:
@@ -216,18 +225,20 @@ def main():
     rows = {}
     for model in args.models.split(","):
         for framework in args.frameworks.split(","):
-            rows[model, framework] = worker(framework, model, args.torch_threads)
-    print(f"{'model':6s} {'framework':14s} {'s/epoch':>9s} {'test acc':>9s}")
+            rows[model, framework] = worker(framework, model, args.torch_threads, epochs=args.epochs)
+    print(f"{'model':6s} {'framework':14s} {'s/epoch, each':>22s} {'test acc':>9s}")
     for (model, framework), r in rows.items():
         if "error" in r:
             print(f"{model:6s} {framework:14s} error: {r['error']}")
         else:
-            print(f"{model:6s} {framework:14s} {r['seconds']:9.1f} {r['accuracy']:8.2f}%")
+            print(f"{model:6s} {framework:14s} {' '.join(f'{s:6.2f}' for s in r['seconds']):>22s} "
+                  f"{r['accuracy']:8.2f}%")
     for model in args.models.split(","):
         ours, theirs = rows.get((model, "tinygrad_core"), {}), rows.get((model, "torch"), {})
         if "seconds" in ours and "seconds" in theirs:
-            print(f"{model}: tinygrad_core takes {ours['seconds'] / theirs['seconds']:.2f}x PyTorch's time per epoch")
-
+            ratios = [f"{a / b:.2f}x" for a, b in zip(ours["seconds"], theirs["seconds"])]
+            print(f"{model}: tinygrad_core takes {', '.join(ratios)} PyTorch's time per epoch (epoch 1"
+                  f"{', 2, ...' if len(ratios) > 1 else ''}; the first compiles the kernels the disk cache lacks)")
 
 if __name__ == "__main__":
     main()
