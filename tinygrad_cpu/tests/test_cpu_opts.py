@@ -118,6 +118,22 @@ def test_a_weight_gradient_gets_the_largest_tile(batch, rows, columns):
     np.testing.assert_allclose(out.numpy(), g.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-2)
 
 
+
+@pytest.mark.skipif(LANES != 16, reason="rows of one AVX-512 vector")
+@pytest.mark.parametrize("size, tile", [(16, [8, 2]), (32, [4, 4])])
+def test_a_3x3_weight_gradient_over_maps_one_vector_wide_tiles_more_output_channels(size, tile):
+    # the seed CNN's r_1_1_128_1_1_64_3_3: 8 output x 2 input channels read fewer of the shifted, masked input rows
+    # than 4 x 4; maps two vectors wide keep 4 x 4
+    x = Tensor(rng.standard_normal((8, 32, size, size), dtype=np.float32))
+    w = Tensor(rng.standard_normal((64, 32, 3, 3), dtype=np.float32), requires_grad=True)
+    g = rng.standard_normal((8, 64, size, size), dtype=np.float32)
+    (x.conv2d(w, padding=1) * Tensor(g)).sum().backward()
+    assert [amount for _, amount in opts_of(w.grad).upcast] == tile
+    import torch
+    tw = torch.tensor(w.numpy(), requires_grad=True)
+    (torch.nn.functional.conv2d(torch.tensor(x.numpy()), tw, padding=1) * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
 def batchnorm_input_gradient_sum(width: int):
     """The 8-buffer sum of a batchnorm's backward over maps width x width: 7 loads, two of them moving."""
     x, y = (rng.standard_normal((32, 32, width, width), dtype=np.float32) for _ in range(2))
