@@ -99,8 +99,7 @@ def thread_count() -> int:
 # Python costs tens of microseconds more (the GIL changes hands twice).
 IDLE, JOB, DONE, ASLEEP = 0, 1, 2, 3
 # how long an idle worker spins for its next slice before it sleeps: the gaps between the launches of a training step
-# are shorter. (Longer, the spinning takes CPUs from other processes: polling for 50 ms more, each poll after a
-# sched_yield, made the test suite on two CPUs 2.4 times slower.)
+# are shorter. (No longer: a spinning worker holds a CPU that other work on the machine may want.)
 SPIN_S = 2e-3
 # the futex system call's number, by CPU (Linux); elsewhere a sleeping worker looks for its slice every 50 us
 FUTEX = {"x86_64": 202, "aarch64": 98}
