@@ -455,3 +455,105 @@ def test_hardtanh_gradient_at_nan_and_its_signed_zero():
         assert np.signbit(y[1:3]).tolist() == torch.signbit(u[1:3]).tolist()
         check(g[:32], h[:32])
         assert g[0] == 0
+
+
+def test_a_float16_product_with_a_number_past_its_range_computes_in_float32():
+    # 1e10 and 1e-8 were rounded to float16 first (inf and 0): 0 * 1e10 was NaN, 1e-6 * 1e10 inf, 1e10 / x NaN.
+    # PyTorch rounds the number first in a sum or a comparison (inf - 1e5 is NaN there): so do we
+    x = np.array([0.0, 1e-6, -3.0, inf, -inf, nan, 1e-7, 2.0, 65504.0], np.float16)
+    for fn in (lambda t: t * 1e10, lambda t: 1e10 / t, lambda t: t / 1e10, lambda t: t * 1e-8, lambda t: 3e-9 * t,
+               lambda t: t - 1e5, lambda t: 1e5 + t, lambda t: (t == 70000.0).float(), lambda t: (t < 1e5).float()):
+        y, u = fn(Tensor(x)), fn(torch.tensor(x))
+        assert y.dtype == (dtypes.float16 if u.dtype == torch.float16 else dtypes.float32)
+        check(y.numpy(), u)
+
+
+@pytest.mark.parametrize("op", ["asinh", "acosh", "mish"])
+def test_float16_asinh_acosh_and_mish_compute_in_float32(op):
+    # asinh(300) and acosh(300) were inf (x * x overflows float16), asinh(0.1) 7 ulps off; mish's gradient at -11.5
+    # had the wrong sign. (PyTorch's float16 gradients of asinh and acosh overflow to 0 past 256: float64's here)
+    x = [0.1, 1.5, 300.0, 1394.0, 4000.0, -11.5, -300.0, 0.0]
+    fn = lambda t: getattr(t, op)() if isinstance(t, Tensor) else getattr(F if op == "mish" else torch, op)(t)  # noqa
+    (y, u), _ = both(fn, x, np.float16)
+    (_, _), (g, h) = both(lambda t: fn(t.half()) if isinstance(t, Tensor) else fn(t), np.float16(x), np.float64)
+    check(y, u, rtol=1e-3)
+    check(g, h, rtol=2e-3, atol=1e-6)
+
+
+def test_a_tensor_reached_only_through_sign_or_a_comparison_gets_a_zero_gradient():
+    # as PyTorch (and tinygrad): .grad was None, where a float tensor in the graph gets zeros
+    x = Tensor([2.0, -1.0, 0.0])
+    (x.sign() * 3 + (x > 0).where(1.0, 2.0)).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("op", ["asinh", "atan"])
+def test_asinh_and_atan_keep_the_sign_of_negative_zero(op):
+    # they took the sign as x.sign(), 0 at -0.0, so asinh(-0.0) was 0.0: log10(asinh(x))'s gradient there was +inf
+    x = np.array([-0.0, 0.0, -1e-30, -2.0, nan, -inf], np.float32)
+    y, u = getattr(Tensor(x), op)().numpy(), getattr(torch, op)(torch.tensor(x))
+    check(y, u)
+    assert np.signbit(y).tolist() == torch.signbit(u).tolist()
+
+
+def test_float16_sin_gradient_computes_its_cosine_in_float32():
+    # sin's gradient cos(x) was 1 - 2 sin^2(x/2) in float16: 20% off at 7.85, where cos is near 0 (cos itself was right)
+    (_, _), (g, h) = both(lambda t: t.half().sin(), np.float16([300.0, 1.6, 4.7, 7.85, 1e4]), np.float64)
+    check(g, h, rtol=1e-3)
+
+
+def test_a_nan_in_a_clip_bound_makes_the_result_nan():
+    # the bound was compared (x < NaN is False) and so ignored: PyTorch's clamp gives NaN there, gradient 0 to both
+    x, m = np.array([1.0, 2.0, nan, 5.0, -0.0, -7.0], np.float32), np.array([nan, 3.0, 0.0, 5.0, 0.0, -8.0], np.float32)
+    for ours, theirs in ((lambda t, b: t.clip(b), lambda t, b: torch.clamp(t, min=b)),
+                         (lambda t, b: t.clip(None, b), lambda t, b: torch.clamp(t, max=b)),
+                         (lambda t, b: t.clip(b, 4.0), lambda t, b: torch.clamp(t, b, torch.tensor(4.0))),
+                         (lambda t, b: t.clip(nan), lambda t, b: torch.clamp(t, min=nan)),
+                         (lambda t, b: t.clip(-1.0, nan), lambda t, b: torch.clamp(t, -1.0, nan))):
+        a, b = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        y, u = ours(a, Tensor(m)), theirs(b, torch.tensor(m))
+        y.sum().backward()
+        u.sum().backward()
+        check(y.numpy(), u)
+        check(a.grad.numpy(), b.grad)
+    ints = Tensor([1, 5, 9]).clip(Tensor([2, 2, 2]), Tensor([6, 6, 6]))    # (no NaN in an integer clip: still int)
+    assert ints.dtype == dtypes.int32 and ints.tolist() == [2, 5, 6]
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.bool, dtypes.int16])
+def test_a_0d_cumsum_takes_the_dtype_of_a_longer_one(dtype):
+    # a 0-d tensor was its own running sum: int8 stayed int8 where a 1-element axis gives int32
+    x = Tensor(True if dtype == dtypes.bool else 3, dtype=dtype)
+    assert x.cumsum(0).dtype == x.reshape(1).cumsum(0).dtype == dtypes.int32
+    assert x.cumprod(0).dtype == dtypes.int32 and x.cumsum(0).item() == int(x.item())
+
+
+def test_a_0d_tensor_gathers_with_a_0d_index():
+    # it failed inside with IndexError (tuple index out of range); torch.gather takes a 0-d tensor and index
+    x = Tensor(2.5, requires_grad=True)
+    y = x.gather(0, Tensor(0))
+    y.backward()
+    assert y.shape == () and y.item() == torch.gather(torch.tensor(2.5), 0, torch.tensor(0)).item()
+    assert x.grad.item() == 1.0
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        x.gather(-1, Tensor([1]).reshape(()))
+
+
+@pytest.mark.parametrize("mode", ["replicate", "reflect", "circular"])
+def test_a_mode_pad_leaves_an_empty_unpadded_axis_alone(mode):
+    # every axis was padded, also the ones with (0, 0): replicate and reflect failed on the empty batch axis
+    x = np.zeros((0, 1, 3), np.float32)
+    for pad in ([0, 0], [1, 1], [2, 0]):
+        assert Tensor(x).pad(pad, mode=mode).shape == F.pad(torch.tensor(x), pad, mode=mode).shape
+    y = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    check(Tensor(y).pad([2, 1], mode=mode).numpy(), F.pad(torch.tensor(y), [2, 1], mode=mode))
+
+
+def test_tan_takes_pytorchs_derivative_under_an_infinite_gradient():
+    # tan was sin / cos, whose quotient rule met an inf from above (log2 at tan(0) = 0) as inf * 0 = NaN at tan = 0;
+    # PyTorch's derivative is 1 + tan^2
+    for dtype in (np.float32, np.float16):
+        (y, u), (g, h) = both(lambda t: t.tan().log2() if isinstance(t, Tensor) else torch.log2(torch.tan(t)),
+                              [0.0, 0.5, 1.0, -0.0], dtype)
+        check(y, u, rtol=1e-3)
+        check(g, h, rtol=1e-3)

@@ -31,9 +31,7 @@ class DType:
 
     @property
     def max(self):
-        if self in INTS:
-            return 2 ** self.bitsize - 1 + self.min
-        return float("inf") if self in FLOATS else True
+        return 2 ** self.bitsize - 1 + self.min if self in INTS else float("inf") if self in FLOATS else True
 
     @property
     def np(self):

@@ -60,12 +60,12 @@ class ElementwiseOps:
     def log(self) -> Tensor: return _Log.apply(self._float(), value=lambda x: x.log2() * math.log(2))  # noqa: E704
     def log10(self) -> Tensor: return self._float().log2().mul(math.log10(2))     # noqa: E704
     def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
-    def tan(self) -> Tensor: return self.sin() / self.cos()                        # noqa: E704
+    # PyTorch's derivative 1 + tan^2 (through sin / cos an inf from above met tan = 0 as inf * 0 = NaN)
+    def tan(self) -> Tensor: return _smooth(self, _tan, lambda x: 1 + _tan(x).square())   # noqa: E704
 
     @in_float32                      # (16-bit floats hold too few bits of ln 2 below)
     def exp(self) -> Tensor: return _smooth(self, _exp, lambda x: x.exp())        # noqa: E704
 
-    @in_float32                      # (16 bits would round sin^2 below)
     def cos(self) -> Tensor: return type(self)(cos_uop(self._float().uop))          # noqa: E704
 
     def asin(self) -> Tensor: return _smooth(self, _asin, lambda x: (1 - x * x).rsqrt())        # noqa: E704
@@ -208,7 +208,7 @@ class ElementwiseOps:
 
     def mish(self) -> Tensor:
         # PyTorch's derivative: through the composition, x = -3.4e38 meets softplus's e^x = 0 as inf * 0 = NaN
-        return _Smooth.apply(self._float(), value=lambda x: x * x.softplus().tanh(), derivative=lambda x: (
+        return _smooth(self, value=lambda x: x * x.softplus().tanh(), derivative=lambda x: (
             x.softplus().tanh() + x * x.sigmoid() * (1 - x.softplus().tanh().square())))
 
     def softsign(self) -> Tensor: return self / (1 + self.abs())                     # noqa: E704
@@ -229,7 +229,10 @@ class ElementwiseOps:
             raise RuntimeError("clip needs at least one of min_ and max_")
         out = self if min_ is None else (self < min_).where(min_, self)
         out = out if max_ is None else (out > max_).where(max_, out)
-        return self.isnan().where(self.detach(), out)
+        # a float tensor or NaN bound: NaN where the bound is, as PyTorch's (None != None is False)
+        t = dtypes.is_float(out.dtype) and any(isinstance(b, type(self)) or b != b for b in (min_, max_))
+        nan = self.isnan() | (min_ != min_) | (max_ != max_) if t else self.isnan()
+        return nan.where(math.nan if t else self.detach(), out)
 
     clamp = clip
 
@@ -264,7 +267,10 @@ def _atan(x: Tensor) -> Tensor:
     a = x.abs()
     t = (a > 1).where(1 / a, a)                      # atan(a) = pi/2 - atan(1/a) for a > 1
     small = (t * (1 + t * t).rsqrt()).asin()
-    return (a > 1).where(math.pi / 2 - small, small).mul(x.sign())
+    return (a > 1).where(math.pi / 2 - small, small).copysign(x)        # (-0.0 keeps its sign: x.sign() is 0 there)
+
+
+def _tan(x: Tensor) -> Tensor: return x.sin() / x.cos()                  # noqa: E704
 
 
 def _exp(x: Tensor) -> Tensor:
@@ -291,7 +297,7 @@ def _asinh(x: Tensor) -> Tensor:
     # large |x|: log(2|x|) (x*x would overflow); small: the series (log(1 + tiny) loses the digits)
     wide = (a > 1e4).where(a.log() + math.log(2), (a + (a * a + 1).sqrt()).log())
     series = _odd_series(a, [(-1) ** n * c for n, c in enumerate(_ASIN_TAYLOR)], x.dtype)
-    return (a < 0.1).where(series, wide) * x.sign()
+    return (a < 0.1).where(series, wide).copysign(x)
 
 
 def _acosh(x: Tensor) -> Tensor:
@@ -367,6 +373,7 @@ def _expm1(x: Tensor) -> Tensor:
     return (u == 1).where(x, (x < -1).where(u - 1, (u - 1) * x / u.log()))
 
 
+@in_float32                      # (16-bit floats overflow inside: asinh's x * x past 256)
 def _smooth(x: Tensor, value, derivative) -> Tensor:
     return _Smooth.apply(x._float(), value=value, derivative=derivative)
 

@@ -343,7 +343,8 @@ class NNOps:
             raise NotImplementedError(f"pad mode {mode!r}: modes are constant, reflect, replicate and circular")
         crop = tuple((min(b, 0), min(a, 0)) for b, a in padding)
         x = self.pad(crop) if mode == "circular" else self
-        for axis, (before, after) in enumerate(padding):
+        # only the padded axes, as torch: an unpadded one may be empty (its edge can't be taken)
+        for axis, (before, after) in [(d, p) for d, p in enumerate(padding) if p != (0, 0)]:
             before, after, n = max(before, 0), max(after, 0), x.shape[axis]
             if max(before, after) > (n - 1 if mode == "reflect" else n if mode == "circular" else math.inf):
                 raise ValueError(f"{mode} pad ({before}, {after}) of axis {axis} must be less than its size {n}"

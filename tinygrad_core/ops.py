@@ -381,16 +381,16 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
         return tuple(end - start for start, end in arg)
     if op is Ops.REDUCE_AXIS:
         return tuple(1 if i in arg[1] else s for i, s in enumerate(src_shape))
-    if op is Ops.GATHER:
-        return src_shape[:arg] + u.src[1].shape + src_shape[arg + 1:]
-    return src_shape
+    return src_shape[:arg] + u.src[1].shape + src_shape[arg + 1:] if op is Ops.GATHER else src_shape
 
 
 def cos_uop(x: UOp) -> UOp:
     """cos from the SIN primitive as 1 - 2 sin^2(x/2): halving is exact, where sin(pi/2 - x) would round pi/2 - x
-    in x's precision (cos(1e7) in float32 would be off in the first digit)."""
-    s = (x * 0.5).alu(Ops.SIN)
-    return x.const_like(1.0) - s * s * 2.0
+    in x's precision (cos(1e7) in float32 would be off in the first digit). 16-bit floats compute in float32: they
+    would round sin^2 (sin's gradient at 7.85 in float16 was 20% off)."""
+    w = x.cast(dtypes.float32) if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+    s = (w * 0.5).alu(Ops.SIN)
+    return (w.const_like(1.0) - s * s * 2.0).cast(x.dtype)
 
 
 def identity_element(op: Ops, dtype: DType):

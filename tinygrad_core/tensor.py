@@ -257,10 +257,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             raise RuntimeError(f"backward(): no floating-point tensor in this graph can take a gradient (the result "
                                f"is {self.dtype}, and inputs with requires_grad=False are left out)")
         grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
-        for t in targets:
-            if (g := grads.get(t.uop)) is None:
-                continue
-            g = Tensor(UOp(Ops.DETACH, g.dtype, (g,)))      # gradients are values, not part of a graph to differentiate
+        for t in targets:   # (one reached only through comparisons, sign or floor gets zeros, as in PyTorch)
+            g = t.zeros_like() if (g := grads.get(t.uop)) is None else Tensor(UOp(Ops.DETACH, g.dtype, (g,)))
             t.grad = g if t.grad is None else t.grad + g
         return self
 
@@ -314,6 +312,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return (b, a) if reverse else (a, b)
 
     def _binary(self, op: Ops, x, reverse: bool = False) -> Tensor:
+        if op is Ops.MUL and _past_float16(self, x):
+            return self.float()._binary(op, x, reverse).cast(self.dtype)
         a, b = self._to_operand(x, reverse)
         if op is Ops.SUB and a.dtype == dtypes.bool:      # (PyTorch's words; no backend subtracts bools)
             raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
@@ -355,6 +355,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
         if rounding_mode not in (None, "trunc", "floor"):
             raise RuntimeError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        if _past_float16(self, x):
+            return self.float().div(x, reverse, rounding_mode).cast(self.dtype)
         if rounding_mode is None and not isinstance(x, Tensor) and not dtypes.is_float(self.dtype):
             return self._float().div(x, reverse)    # (as the tensor's type, uint8 / -2 would divide by 254)
         a, b = self._to_operand(x, reverse)
@@ -363,8 +365,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             return _Smooth.apply(a, b, value=rounded, derivative=lambda a, b: (0.0, 0.0))   # a / b: 0 / 0 at b = 0)
         if rounding_mode is not None:
             return a.idiv(b) if rounding_mode == "trunc" else a.floordiv(b)
-        a, b = a._float(), b._float()
-        return Tensor(a.uop.alu(Ops.FDIV, b.uop))
+        return a._float()._binary(Ops.FDIV, b._float())
 
     def idiv(self, x, reverse=False) -> Tensor:
         """Integer division rounding toward zero (C style)."""
@@ -651,8 +652,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         running total (axis 0 or -1). Floats run a size up and round once, as in PyTorch's CPU loop (float32 in
         float64: cumprod([3e38, 5, -4, 0]) ends in -0.0 there, not in inf * 0 = NaN)."""
         axis = self._axis(axis)
-        if self.ndim == 0:
-            return self
+        if self.ndim == 0:      # (in the dtype its sums run in, as a longer axis: int8's int32)
+            return self.cast(self._accumulated(None).dtype)
         positions = Tensor.arange(n := self.shape[axis], device=self.device)
         mask = positions.reshape(n, 1) >= positions.reshape(1, n)
         wide = dtypes.float64 if self.dtype.itemsize >= 4 and has_float64(self.device) else dtypes.float32
@@ -904,8 +905,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             raise IndexError(f"gather: index must be an integer tensor, got {index.dtype}")
         if any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):
             raise RuntimeError(f"gather: index {index.shape} is larger than the tensor {self.shape} outside dim {dim}")
-        n = self.shape[dim]
+        n = self.shape[dim] if self.ndim else 1
         index._check_index(0, n, dim, RuntimeError)
+        if self.ndim == 0:      # (a 0-d tensor gathers as its one-element row)
+            return self.reshape(1).gather(0, index.reshape(1)).reshape(())
         x = self.shrink(tuple((0, i) if d != dim else (0, n) for d, i in enumerate(index.shape)))
         # move dim's values to a new last axis, leaving a size-1 axis where dim was: it broadcasts against index
         values = x.permute([d for d in range(self.ndim) if d != dim] + [dim]).unsqueeze(dim)
@@ -988,6 +991,13 @@ def _operator(method: str, reverse: bool):
 for _name, _method in _OPERATORS.items():
     setattr(Tensor, f"__{_name}__", _operator(_method, reverse=False))
     setattr(Tensor, f"__r{_name}__", _operator(_method, reverse=not _method.startswith("bitwise_")))
+
+
+def _past_float16(t: Tensor, x) -> bool:
+    """A Python number float16 can't hold (1e10, 1e-8: inf, 0 or a subnormal): a product or quotient computes in
+    float32 and rounds once, as PyTorch's (x * 1e10 at x = 0 was 0 * inf, NaN; x / 1e10 a division by inf); PyTorch
+    rounds the number first for a sum or a comparison, as here."""
+    return t.dtype == dtypes.float16 and isinstance(x, float) and (0 < abs(x) < 2**-14 or 65504 < abs(x) < math.inf)
 
 
 def _nonzero(divisor: Tensor) -> Tensor:

@@ -130,9 +130,7 @@ def from_affine(terms: dict[UOp, int], constant: int) -> UOp:
     for term in sorted(terms, key=_sort_key):
         piece = term if terms[term] == 1 else UOp(Ops.MUL, INDEX, (term, const(terms[term])))
         out = piece if out is None else UOp(Ops.ADD, INDEX, (out, piece))
-    if out is None:
-        return const(constant)
-    return out if constant == 0 else UOp(Ops.ADD, INDEX, (out, const(constant)))
+    return const(constant) if out is None else out if constant == 0 else UOp(Ops.ADD, INDEX, (out, const(constant)))
 
 
 # ---- the builders: each returns a simplified node ----
@@ -242,11 +240,7 @@ def mod(x: UOp, c: int | UOp) -> UOp:
 def lt(x: UOp, c: int | UOp) -> UOp:
     """x < c, folded to a constant when the bounds decide it."""
     (lo, hi), (c_lo, c_hi) = bounds(x), bounds(const(c))
-    if hi < c_lo:
-        return const(True)
-    if lo >= c_hi:
-        return const(False)
-    return UOp(Ops.CMPLT, dtypes.bool, (x, const(c)))
+    return const(hi < c_lo) if hi < c_lo or lo >= c_hi else UOp(Ops.CMPLT, dtypes.bool, (x, const(c)))
 
 
 def ge(x: UOp, c: int | UOp) -> UOp:
