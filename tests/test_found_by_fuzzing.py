@@ -557,3 +557,14 @@ def test_tan_takes_pytorchs_derivative_under_an_infinite_gradient():
                               [0.0, 0.5, 1.0, -0.0], dtype)
         check(y, u, rtol=1e-3)
         check(g, h, rtol=1e-3)
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_cos_near_its_zeros_keeps_its_digits(device):
+    # cos as 1 - 2 sin^2(x/2) cancelled there: an absolute error of 1e-7 where cos is 4e-8, so tan(1.5707964) came out
+    # +1.68e7 (true -2.29e7); float32 computes in float64 where the device has it
+    x = np.array([1.5707964, -1.5707964, 4.712389, 7.8539815, 1e7, 0.5], np.float32)
+    t = Tensor(x, device=device)
+    np.testing.assert_allclose(t.cos().numpy(), torch.cos(torch.tensor(x)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(t.tan().numpy(), torch.tan(torch.tensor(x)).numpy(), rtol=1e-6)
+    assert t.cos().dtype == dtypes.float32

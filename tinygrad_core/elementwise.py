@@ -66,6 +66,7 @@ class ElementwiseOps:
     @in_float32                      # (16-bit floats hold too few bits of ln 2 below)
     def exp(self) -> Tensor: return _smooth(self, _exp, lambda x: x.exp())        # noqa: E704
 
+    @functools.partial(in_float32, float64=True)     # (1 - 2 sin^2(x/2) cancels near cos's zeros: 1e-7 off)
     def cos(self) -> Tensor: return type(self)(cos_uop(self._float().uop))          # noqa: E704
 
     def asin(self) -> Tensor: return _smooth(self, _asin, lambda x: (1 - x * x).rsqrt())        # noqa: E704
