@@ -231,9 +231,9 @@ class ElementwiseOps:
         out = self if min_ is None else (self < min_).where(min_, self)
         out = out if max_ is None else (out > max_).where(max_, out)
         # a float tensor or NaN bound: NaN where the bound is, as PyTorch's (None != None is False)
-        t = dtypes.is_float(out.dtype) and any(isinstance(b, type(self)) or b != b for b in (min_, max_))
-        nan = self.isnan() | (min_ != min_) | (max_ != max_) if t else self.isnan()
-        return nan.where(math.nan if t else self.detach(), out)
+        nan_bound = dtypes.is_float(out.dtype) and any(isinstance(b, type(self)) or b != b for b in (min_, max_))
+        nan = self.isnan() | (min_ != min_) | (max_ != max_) if nan_bound else self.isnan()
+        return nan.where(math.nan if nan_bound else self.detach(), out)
 
     clamp = clip
 

@@ -37,10 +37,10 @@ def _lane_unroll(nested: bool, loads, lanes: int) -> int:
     return next((u for u in ((lanes // 2,) if halves else (lanes, lanes // 2)) if u > 1 and length % u == 0), 1)
 
 
-
 def _row_length(loads) -> int:
     """The length of the innermost reduce loop (0 outside one)."""
     return max((length for _, step, length in loads if step), default=0)
+
 
 def _short_row_unroll(nested: bool, loads, lanes: int) -> int:
     """Rows shorter than two vectors and not made of whole ones, summed inside other reduce loops (a batchnorm's

@@ -305,11 +305,12 @@ class _Launcher:
         if not cls._busy.acquire(blocking=False):
             return False
         try:
-            jit = cls.jit()
-            with cls._lock:
-                cls._native = cls._native or _Native(jit)
-                while len(cls._workers) < len(slices) - 1:
-                    cls._workers.append(_Worker(cls._native))
+            if cls._native is None or len(cls._workers) < len(slices) - 1:     # (the first launch this wide)
+                jit = cls.jit()
+                with cls._lock:
+                    cls._native = cls._native or _Native(jit)
+                    while len(cls._workers) < len(slices) - 1:
+                        cls._workers.append(_Worker(cls._native))
             woken = cls._workers[:len(slices) - 1]
             packed = (ctypes.c_int64 * max(len(args), 1))(*args)
             caller = cls._native.caller(program.buffers, program.vars)
@@ -344,7 +345,6 @@ class _Launcher:
         return cls._wake_cost
 
 
-
 def _forget_workers():
     """In a forked child only the forking thread exists: its launches start workers of their own."""
     _Launcher._workers, _Launcher._busy = [], threading.Lock()
@@ -352,6 +352,7 @@ def _forget_workers():
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_workers)
+
 
 class CPUProgram(Program):
     def __init__(self, name: str, lib: bytes):
