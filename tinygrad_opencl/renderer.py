@@ -14,6 +14,12 @@ class OpenCLKernel(CKernel):
     def bitcast_expression(self, x: str, source: DType, target: DType) -> str:
         return f"as_{self.type_names[target]}({x})"
 
+    def math_call(self, name: str, dtype: DType, x: str) -> str:
+        call = super().math_call(name, dtype, x)
+        # PoCL folds trunc of a NaN literal to an arbitrary finite number (floor(nan) came back as -2.5e27): a NaN
+        # operand passes through untouched, which every device does for a NaN that arrives at run time
+        return f"(({x}!={x})?{x}:{call})" if name == "trunc" and dtypes.is_float(dtype) else call
+
 
 class OpenCLRenderer(CStyleRenderer):
     device = "CL"

@@ -73,3 +73,10 @@ def test_logic_on_one_bool_each_runs():
         x, y = Tensor(a[i:i + 1], device="CL"), Tensor(b[i:i + 1], device="CL")
         assert (x & y).numpy()[0] == (a[i] & b[i]) and (x | y).numpy()[0] == (a[i] | b[i])
         assert (x ^ y).numpy()[0] == (a[i] ^ b[i])
+
+
+def test_rounding_a_nan_literal_gives_nan():
+    # PoCL folded trunc(NAN) to an arbitrary finite number (floor of Tensor(nan) read back as -2.5e27)
+    for op in ("floor", "ceil", "trunc", "round"):
+        assert np.isnan(getattr(Tensor(float("nan"), device="CL"), op)().item()), op
+        assert getattr(Tensor(2.5, device="CL"), op)().item() == getattr(np, op if op != "round" else "round")(2.5)
