@@ -24,6 +24,13 @@ CASES = [
     # out-of-range index values
     (IndexError, r"index 5 is out of bounds for dimension 0 with size 3", lambda: Tensor.arange(3)[Tensor([0, 5])]),
     (IndexError, r"index -4 is out of bounds for dimension 0 with size 3", lambda: Tensor.arange(3)[Tensor([-4])]),
+    # an index made from a Python number is a constant, its value known too (these read back 0)
+    (IndexError, r"index 3 is out of bounds for dimension 0 with size 3", lambda: Tensor.arange(3)[Tensor(3)]),
+    (IndexError, r"index 5 is out of bounds for dimension 1 with size 3", lambda: Tensor.zeros(2, 3)[:, Tensor(5)]),
+    (IndexError, r"12 of 10 rows", lambda: nn.Embedding(10, 4)(Tensor(12))),
+    (IndexError, r"Target 5 is out of bounds", lambda: Tensor.ones(3).cross_entropy(Tensor(5))),
+    (RuntimeError, r"smaller than num_classes=3, got 5", lambda: Tensor(5).one_hot(3)),
+    (IndexError, r"index 4 is out of bounds", lambda: Tensor.arange(3)[Tensor.full((2,), 4).cast("int64")]),
     (IndexError, r"index 3 is out of bounds for dimension 1 with size 3",
      lambda: Tensor.zeros(2, 3)[:, Tensor([0, 3])]),
     (IndexError, r"index 3 is out of bounds for dimension 1 with size 3",
@@ -101,6 +108,10 @@ def test_in_range_indices_keep_their_values():
     assert Tensor.zeros(3, 4).scatter(1, Tensor(index), 7.0).tolist() == expected.tolist()
     embedding = nn.Embedding(10, 4)
     assert embedding(Tensor([9, 0])).tolist() == embedding.weight.numpy()[[9, 0]].tolist()
+    assert Tensor(x)[Tensor(-3)].tolist() == x[-3].tolist() and Tensor(x)[:, Tensor(True).cast("int32")].tolist() \
+        == x[:, 1].tolist()
+    # a padded constant is not known (its pad is zeros): a divisor padded with zeros isn't taken for the constant
+    assert Tensor.full((2,), 4).pad(((1, 0),))._known_values() is None
 
 
 def test_losses_skip_ignore_index_and_one_hot_infers_classes():

@@ -183,7 +183,13 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def _known_values(self) -> np.ndarray | None:
         """The values if they are known as an op is built (computed already, as a whole buffer), else None: bad input
-        found in them raises then, as PyTorch's does (a lazy graph isn't computed for the check)."""
+        found in them raises then, as PyTorch's does (a lazy graph isn't computed for the check). A constant's are known
+        under reshapes, expands and a cast (not a pad: it adds zeros), e.g. Tensor(3) as an index."""
+        node, casts = self.uop, 0
+        while node.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP) or (node.op is Ops.CAST and not casts):
+            node, casts = node.src[0], casts + (node.op is Ops.CAST)
+        if node.op is Ops.CONST and all_int(self.shape):
+            return np.full(self.numel(), node.arg, node.dtype.np).astype(self.dtype.np)
         buffer = buffer_of(self.uop) if all_int(self.shape) else None
         return None if buffer is None else buffer.host_view()[:self.numel()]
 
@@ -1003,9 +1009,7 @@ def _past_float16(t: Tensor, x) -> bool:
 def _nonzero(divisor: Tensor) -> Tensor:
     """An integer divisor seen to hold a 0 when the op is built (a constant, or known values) raises, as PyTorch: the
     device's integer division by 0 is undefined (LLVM's sdiv)."""
-    node = divisor.uop.base
-    node = node.src[0].base if node.op is Ops.CAST else node      # (a 0-d Tensor(0) against a wider integer tensor)
-    known = np.array([node.arg != 0]) if node.op is Ops.CONST else divisor._known_values()     # (a constant's one)
+    known = divisor._known_values()         # (a 0-d Tensor(0) against a wider integer tensor is a cast constant)
     if dtypes.is_int(divisor.dtype) and 0 not in divisor.shape and known is not None and not known.all():
         raise ZeroDivisionError(f"integer division or modulo by zero ({divisor.dtype} divisor {divisor.shape} holds 0)")
     return divisor
