@@ -34,7 +34,7 @@ CASES = [
     (RuntimeError, r"empty axis", lambda: Tensor.ones(0, 3).argmax(0)),
     (TypeError, r"axis must be an int", lambda: Tensor.ones(2, 3).sum(1.0)),
     (RuntimeError, r"gather: index has 1 dims", lambda: Tensor.ones(2, 3).gather(0, Tensor([0, 1]))),
-    (IndexError, r"integer tensor", lambda: Tensor.ones(2, 3).gather(0, Tensor([[0.0, 1.0, 1.0]]))),
+    (RuntimeError, r"integer tensor", lambda: Tensor.ones(2, 3).gather(0, Tensor([[0.0, 1.0, 1.0]]))),   # (torch)
     (RuntimeError, r"larger than the tensor", lambda: Tensor.ones(2, 1, 1).gather(0, Tensor.ones(3, 4, 5).int())),
     (ValueError, r"pad_to", lambda: Tensor.ones(2, 3).pad_to(4)),
     (ValueError, r"pad needs 2 \(before, after\) pairs", lambda: Tensor.ones(2, 3).pad((2, 0, 2))),
@@ -240,3 +240,97 @@ def test_pad_pairs_and_group_norm_of_a_single_value_raise_as_torch():
             nn.GroupNorm(4, 4)(Tensor.ones(*shape))
     assert nn.GroupNorm(4, 4)(Tensor.ones(2, 4)).shape == (2, 4) and nn.GroupNorm(2, 4)(Tensor.ones(1, 4)).shape \
         == (1, 4)
+
+
+# from a second outside catalog: each gave a silent number (a broadcast loss, a clamped randint, an empty iteration), or
+# failed inside as AttributeError reading a list's .shape (PyTorch: TypeError naming the argument)
+NOT_TENSOR = r"must be a Tensor, not list"
+SECOND_CATALOG_CASES = [
+    (ValueError, r"target size \(\(3,\)\) that is different to the input size \(\(3, 1\)\)",
+     lambda: Tensor.ones(3, 1).sigmoid().binary_crossentropy(Tensor([1.0, 0.0, 1.0]))),
+    (ValueError, r"target size \(\(3,\)\) .*input size \(\(3, 1\)\)",
+     lambda: Tensor.ones(3, 1).binary_crossentropy_logits(Tensor([1.0, 0.0, 1.0]))),
+    (ValueError, r"target size \(\(\)\)", lambda: Tensor.ones(3).binary_crossentropy_logits(Tensor(1.0), pos_weight=2)),
+    (ValueError, r"randint .*dtypes.int .*low=0, high=1099511627776",
+     lambda: Tensor.randint(3, low=0, high=2**40, dtype=dtypes.int32)),
+    (ValueError, r"randint .*dtypes.uchar .*low=-5", lambda: Tensor.randint(3, low=-5, high=2, dtype=dtypes.uint8)),
+    (ValueError, r"randint .*high=257", lambda: Tensor.randint(3, high=257, dtype=dtypes.uint8)),
+    (TypeError, r"iteration over, a 0-d tensor", lambda: list(Tensor(1.0))),
+    (TypeError, r"iteration over, a 0-d tensor", lambda: [x for x in Tensor(2)]),
+    (ValueError, r"groups must be a positive integer, got 0", lambda: nn.Conv2d(4, 4, 3, groups=0)),
+    (ValueError, r"groups must be a positive integer, got -2", lambda: nn.ConvTranspose2d(4, 4, 3, groups=-2)),
+    (ValueError, r"stack expects a non-empty list of tensors", lambda: Tensor.stack()),
+    (ValueError, r"stack expects a non-empty list of tensors", lambda: Tensor.stack([])),
+    (TypeError, r"stack\(\): element 1 must be a Tensor, not list", lambda: Tensor.stack(Tensor.ones(2), [1.0, 2.0])),
+    (TypeError, r"gather\(\): argument 'index' " + NOT_TENSOR, lambda: Tensor.ones(2, 3).gather(1, [[0], [1]])),
+    (TypeError, r"gather\(\): argument 'index' must be a Tensor, not ndarray",
+     lambda: Tensor.ones(3).gather(0, np.array([0, 1]))),
+    (RuntimeError, r"gather: index must be an integer tensor, got dtypes.bool",
+     lambda: Tensor.ones(3).gather(0, Tensor([True, False]))),
+    (TypeError, r"masked_fill\(\): argument 'mask' " + NOT_TENSOR,
+     lambda: Tensor.ones(3).masked_fill([True, False, True], 0.0)),
+    (TypeError, r"masked_select\(\): argument 'mask' " + NOT_TENSOR,
+     lambda: Tensor.ones(3).masked_select([True, False, True])),
+    (TypeError, r"matmul\(\): argument 'other' " + NOT_TENSOR, lambda: Tensor.ones(2, 2) @ [[1.0, 2.0], [3.0, 4.0]]),
+    (TypeError, r"matmul\(\): argument 'input' " + NOT_TENSOR, lambda: [[1.0, 2.0], [3.0, 4.0]] @ Tensor.ones(2, 2)),
+    (TypeError, r"linear\(\): argument 'weight' " + NOT_TENSOR, lambda: Tensor.ones(2, 2).linear([[1.0, 0.0]] * 2)),
+    (TypeError, r"conv2d\(\): argument 'weight' " + NOT_TENSOR, lambda: Tensor.ones(1, 1, 3, 3).conv2d([[[[1.0]]]])),
+    (TypeError, r"conv2d\(\): argument 'bias' " + NOT_TENSOR,
+     lambda: Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 1, 1), bias=[1.0])),
+    (TypeError, r"conv_transpose2d\(\): argument 'weight' " + NOT_TENSOR,
+     lambda: Tensor.ones(1, 1, 3, 3).conv_transpose2d([[[[1.0]]]])),
+    (TypeError, r"cross_entropy\(\): argument 'target' " + NOT_TENSOR,
+     lambda: Tensor.ones(3, 3).cross_entropy([0, 1, 2])),
+    (TypeError, r"nll_loss\(\): argument 'target' " + NOT_TENSOR, lambda: Tensor.ones(3, 2).nll_loss([0, 1, 1])),
+    (TypeError, r"embedding\(\): argument 'indices' " + NOT_TENSOR, lambda: nn.Embedding(10, 4)([1, 2])),
+    (TypeError, r"einsum\(\): element 1 " + NOT_TENSOR, lambda: Tensor.einsum("i,i->", Tensor.ones(2), [1.0, 2.0])),
+    (TypeError, r"Tensor and NoneType", lambda: Tensor.ones(2) + None),
+    (TypeError, r"Tensor and NoneType", lambda: None * Tensor.ones(2)),
+    (TypeError, r"Tensor and list", lambda: Tensor.ones(2) + [1.0, 2.0]),
+    (TypeError, r"Tensor and list", lambda: Tensor.ones(3).maximum([1.0, 2.0, 3.0])),
+    (TypeError, r"Tensor and list", lambda: Tensor.ones(2).lerp([3.0, 4.0], 0.5)),
+    (TypeError, r"Tensor and list", lambda: Tensor([True, False]).where([1.0, 2.0], 0.0)),
+    (TypeError, r"Tensor and list", lambda: Tensor.ones(2, 3).mse_loss([[1.0] * 3] * 2)),
+    (TypeError, r"Tensor and list", lambda: Tensor.ones(2, 3).binary_crossentropy([[1.0] * 3] * 2)),
+    (OverflowError, r"arange \[0, 10\) step 1 is not representable in dtypes.bool",
+     lambda: Tensor.arange(10, dtype=dtypes.bool)),
+    (OverflowError, r"arange \[0, 300\) .*dtypes.uchar", lambda: Tensor.arange(300, dtype=dtypes.uint8)),
+]
+
+
+@pytest.mark.parametrize("error,message,build", SECOND_CATALOG_CASES,
+                         ids=[f"second{i}" for i in range(len(SECOND_CATALOG_CASES))])
+def test_second_catalog_bad_input_raises_when_built(error, message, build):
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_the_valid_neighbours_of_the_second_catalog_cases_still_work():
+    assert Tensor(None).shape == () and Tensor(None).tolist() == 0.0       # (tinygrad's 0.0)
+    assert [r.tolist() for r in Tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]] and list(Tensor.ones(0)) == []
+    p = Tensor([0.25, 0.75])
+    assert p.binary_crossentropy(1.0).item() == pytest.approx(-np.log([0.25, 0.75]).mean(), rel=1e-6)
+    assert Tensor([0.0, 2.0]).binary_crossentropy_logits(0.0).shape == ()       # (a number target, as in tinygrad)
+    assert (Tensor.ones(2) + (1.0, 2.0)).tolist() == [2.0, 3.0]                   # (a tuple, as in tinygrad)
+    assert (Tensor.ones(2) + np.array([1.0, 2.0])).tolist() == [2.0, 3.0]         # (an array, as in PyTorch)
+    assert (Tensor.ones(2) * np.float32(2)).tolist() == [2.0, 2.0]
+    cond = Tensor([True, False])
+    assert cond.where(1.0, 2).tolist() == [1.0, 2.0] and cond.where(1, 2).dtype == dtypes.int32
+    assert cond.where(True, False).dtype == dtypes.bool and Tensor([2, 0]).where(1.0, 2.0).tolist() == [1.0, 2.0]
+    assert cond.where(3, Tensor([1.5, 2.5], dtype=dtypes.float16)).dtype == dtypes.float16
+    assert Tensor.stack([Tensor.ones(2), Tensor.zeros(2)], dim=1).tolist() == [[1, 0], [1, 0]]
+    assert Tensor.ones(2).stack(Tensor.zeros(2)).shape == (2, 2) and Tensor.stack(Tensor.ones(3)).shape == (1, 3)
+    assert Tensor([[1.0], [2.0]]).matmul(Tensor.eye(2) * 2, reverse=True).tolist() == [[2.0], [4.0]]    # (x @ self)
+    assert Tensor.einsum("i,i->", [Tensor.ones(2), Tensor.ones(2)]).item() == 2.0
+    assert Tensor.ones(2, 3).gather(1, Tensor([[0], [2]])).tolist() == [[1.0], [1.0]]
+    assert Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 1, 1), bias=Tensor([1.0])).shape == (1, 1, 3, 3)
+    assert Tensor.ones(2, 2).linear(Tensor.ones(2, 3), Tensor.zeros(3)).tolist() == [[2.0] * 3] * 2
+    assert nn.Conv2d(4, 4, 3, groups=2).weight.shape == (4, 2, 3, 3)
+    assert Tensor.arange(2, dtype=dtypes.bool).tolist() == [False, True]
+    assert Tensor.arange(0, dtype=dtypes.uint8).shape == (0,)
+    assert Tensor.arange(255, 250, -2, dtype=dtypes.uint8).tolist() == [255, 253, 251]
+    assert Tensor.arange(2**31, 2**31 + 2).dtype == dtypes.int64
+    r = Tensor.randint(200, low=0, high=256, dtype=dtypes.uint8).numpy()
+    assert r.dtype == np.uint8 and r.max() > 200
+    assert Tensor.randint(4, low=0, high=2, dtype=dtypes.bool).dtype == dtypes.bool
+    assert Tensor.randint(3, low=0, high=2**40, dtype=dtypes.float32).dtype == dtypes.float32

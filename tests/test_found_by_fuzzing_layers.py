@@ -199,3 +199,12 @@ def test_conv_transpose2d_with_an_empty_output_gives_an_inf_input_and_weight_zer
     for got, expected in ((x, tx), (w, tw), (b, tb)):
         np.testing.assert_array_equal(got.grad.numpy(), expected.grad.numpy())
         assert not expected.grad.numpy().any()
+
+
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool_of_halves_divides_before_rounding_to_half(count_include_pad):
+    # a window of float16s summed in half passed 65504: avg_pool2d of [60000, 60000] was inf (PyTorch: 60000)
+    x = np.array([[[[60000, 60000, 60000, 2]]]], np.float16)
+    want = F.avg_pool2d(torch.tensor(x), (1, 2), stride=1, padding=(0, 1), count_include_pad=count_include_pad)
+    got = Tensor(x).avg_pool2d((1, 2), stride=1, padding=(0, 1), count_include_pad=count_include_pad)
+    assert got.dtype == dtypes.float16 and got.numpy().tolist() == want.numpy().tolist()

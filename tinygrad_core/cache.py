@@ -7,6 +7,7 @@ disk, under cache_dir(), every entry has one format (`read_entry`, `write_entry`
   opts/<compiler>/     BEAM's choice of opts (engine/search.py)           key: `program_key`
 Keys cover the code and release that made an entry (`package_digest`): after an edit or an upgrade it is missed.
 DISK_CACHE=0 turns every disk cache off."""
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -80,14 +81,12 @@ def read_entry(path: pathlib.Path, parse=bytes):
 def write_entry(path: pathlib.Path, body: bytes):
     if not DISK_CACHE:
         return
-    try:
+    with contextlib.suppress(OSError):      # a read-only or full disk only costs a rebuild next time
         path.parent.mkdir(parents=True, exist_ok=True)
         # write to a temporary file and rename: concurrent writers each replace the entry whole
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
             f.write(hashlib.sha256(_entry_head(path) + body).digest() + _entry_head(path) + body)
         os.replace(f.name, path)
-    except OSError:
-        pass          # a read-only or full disk only costs a rebuild next time
 
 
 def opts_to_json(opts: KernelOpts) -> dict:

@@ -30,11 +30,6 @@ def cmd_backends(args) -> int:
     return 0
 
 
-def cmd_conformance(args) -> int:
-    from tinygrad_core.conformance.runner import run_from_args
-    return run_from_args(args)
-
-
 def _run_script(script: pathlib.Path, script_args: list[str]) -> int:
     sys.argv = [str(script)] + script_args
     runpy.run_path(str(script), run_name="__main__")
@@ -67,9 +62,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("backends", help="list installed backends, their status and why any can't be used")
     p.set_defaults(func=cmd_backends)
     p = sub.add_parser("conformance", help="run the backend conformance suite on one backend")
-    from tinygrad_core.conformance.runner import add_arguments
+    from tinygrad_core.conformance.runner import add_arguments, run_from_args
     add_arguments(p)
-    p.set_defaults(func=cmd_conformance)
+    p.set_defaults(func=run_from_args)
     p = sub.add_parser("new-backend", help="write a new backend distribution to start from (the guide's TOY backend)")
     from tinygrad_core.conformance import scaffold
     scaffold.add_arguments(p)

@@ -69,10 +69,11 @@ class CreationOps:
         if not math.isfinite(stop - start) or math.isnan(step):
             raise RuntimeError(f"unsupported range: {start} -> {stop} (step {step}): arange needs finite bounds")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
-        if dtype == dtypes.default_int and not dtypes.min(dtype) <= min(start, stop - step) <= \
-                max(start, stop - step) <= dtypes.max(dtype):
-            dtype = dtypes.int64           # values past int32 (as tinygrad and PyTorch)
         n = max(0, math.ceil((stop - start) / step))
+        if not dtype.min <= min(ends := (start, start + step * max(n - 1, 0))) <= max(ends) <= dtype.max:
+            if dtype != dtypes.default_int:         # (as tinygrad: bool holds 0 and 1, uint8 255)
+                raise OverflowError(f"arange [{start}, {stop}) step {step} is not representable in {dtype}")
+            dtype = dtypes.int64           # values past int32 (as tinygrad and PyTorch)
         # the values are made on the host and uploaded: a constant table, not a computation
         values = start + step * np.arange(n, dtype=np.float64)
         return cls(values.astype(np.float32 if dtype == dtypes.bfloat16 else dtype.np), device=device, dtype=dtype,
@@ -188,11 +189,11 @@ class CreationOps:
 
     @classmethod
     def randint(cls, *shape, low=0, high=10, device=None, dtype=None, **kwargs) -> Tensor:
-        if high <= low:
-            raise ValueError(f"randint needs low < high, got low={low}, high={high}")
         # int64 for bounds past int32, as arange; the arithmetic in float64 where the device has it (float32's
         # rounding took low + r (high - low) past int32, and up to high itself)
         dtype = to_dtype(dtype or (dtypes.int32 if -2**31 <= low and high <= 2**31 else dtypes.int64))
+        if not dtype.min <= low < high <= dtype.max + 1:      # (a cast would clamp or wrap every value past the dtype)
+            raise ValueError(f"randint needs low < high, both in {dtype} (high exclusive), got low={low}, high={high}")
         r = cls.rand(*shape, device=device, dtype=dtypes.float64 if has_float64(device) else dtypes.float32)
         return (r * (high - low) + low).floor().cast(dtype).requires_grad_(kwargs.get("requires_grad"))
 

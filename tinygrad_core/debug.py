@@ -21,10 +21,9 @@ def _label(u: UOp) -> str:
 
 def graph_text(root: UOp) -> str:
     """One line per node, sources first: `%3 = MUL float (2, 3) <- %1, %2`."""
-    nodes = [u for u in root.toposort() if u.op is not Ops.DEVICE]
-    ids = {u: i for i, u in enumerate(nodes)}
+    ids = {u: i for i, u in enumerate(node for node in root.toposort() if node.op is not Ops.DEVICE)}
     lines = []
-    for u in nodes:
+    for u in ids:
         srcs = ", ".join(f"%{ids[s]}" for s in u.src if s in ids)
         sources = f" <- {srcs}" if srcs else ""
         lines.append(f"%{ids[u]:<3} = {_label(u):40s} {u.dtype.name:8s} {str(u.shape):16s}" + sources)
@@ -33,10 +32,9 @@ def graph_text(root: UOp) -> str:
 
 def graph_dot(root: UOp) -> str:
     """Graphviz DOT source for the graph (render with `dot -Tsvg`)."""
-    nodes = [u for u in root.toposort() if u.op is not Ops.DEVICE]
-    ids = {u: i for i, u in enumerate(nodes)}
+    ids = {u: i for i, u in enumerate(node for node in root.toposort() if node.op is not Ops.DEVICE)}
     lines = ["digraph tinygrad_core {", "  node [shape=box, fontname=monospace];"]
-    for u in nodes:
+    for u in ids:
         color = {Ops.BUFFER: "lightblue", Ops.REDUCE_AXIS: "salmon", Ops.CONST: "lightgrey"}.get(u.op, "white")
         lines.append(f'  n{ids[u]} [label="{_label(u)}\\n{u.dtype.name} {u.shape}", style=filled, fillcolor={color}];')
         lines.extend(f"  n{ids[s]} -> n{ids[u]};" for s in u.src if s in ids)
@@ -50,9 +48,11 @@ def gradcheck(fn, *inputs, eps: float = 1e-3, atol: float = 1e-3, rtol: float = 
     tensor = type(inputs[0])         # (this module sits below tensor.py: it builds Tensors through their class)
     values = [x.numpy().astype(np.float64) for x in inputs]
 
-    def evaluate(arrays) -> float:
-        ts = [tensor(a.astype(np.float32), device=x.device) for a, x in zip(arrays, inputs)]
-        return float(fn(*ts).sum().numpy())
+    def evaluate(n: int, i: tuple, delta: float) -> float:
+        """sum(fn(*inputs)) with element i of input n moved by delta."""
+        arrays = [v.copy() for v in values]
+        arrays[n][i] += delta
+        return float(fn(*[tensor(a.astype(np.float32), device=x.device) for a, x in zip(arrays, inputs)]).sum().numpy())
 
     leaves = [tensor(v.astype(np.float32), device=x.device, requires_grad=True) for v, x in zip(values, inputs)]
     fn(*leaves).sum().backward()
@@ -60,10 +60,7 @@ def gradcheck(fn, *inputs, eps: float = 1e-3, atol: float = 1e-3, rtol: float = 
         analytic = leaf.grad.numpy() if leaf.grad is not None else np.zeros_like(value)
         numeric = np.zeros_like(value)
         for i in np.ndindex(value.shape):
-            plus, minus = [v.copy() for v in values], [v.copy() for v in values]
-            plus[n][i] += eps
-            minus[n][i] -= eps
-            numeric[i] = (evaluate(plus) - evaluate(minus)) / (2 * eps)
+            numeric[i] = (evaluate(n, i, eps) - evaluate(n, i, -eps)) / (2 * eps)
         if not np.allclose(analytic, numeric, atol=atol, rtol=rtol):
             worst = np.unravel_index(np.argmax(np.abs(analytic - numeric)), value.shape)
             raise AssertionError(f"gradcheck: input {n} element {worst}: analytic {analytic[worst]:.6g}, "

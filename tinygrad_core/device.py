@@ -2,6 +2,7 @@
 
 The core reaches hardware only through these classes; which ones exist is decided by plugins.py at runtime."""
 from __future__ import annotations
+import contextlib
 import functools
 import os
 import weakref
@@ -22,7 +23,7 @@ class CompileError(Exception):
 
 
 class BackendUnavailable(RuntimeError):
-    pass
+    """The device asked for can't be used: no backend by that name, none usable, or it failed to load."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -74,7 +75,7 @@ class Allocator:
         raise NotImplementedError
 
     def _free(self, opaque, size: int, options):
-        pass
+        """Give the memory back (nothing to do where the garbage collector frees it)."""
 
     def _copyin(self, dest, src: memoryview):
         raise NotImplementedError
@@ -224,10 +225,8 @@ class Buffer:
         return self._opaque if self._opaque is not None else self.ensure_allocated()._opaque
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):      # at interpreter exit the device may already be gone
             self.deallocate()
-        except Exception:      # at interpreter exit the device may already be gone
-            pass
 
     def deallocate(self):
         """Give the memory back (run_schedule, once nothing will read the buffer again); a later use allocates anew."""

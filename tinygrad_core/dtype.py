@@ -97,8 +97,7 @@ class dtypes:
     max = staticmethod(lambda dt: dt.max)
 
 
-ALL = (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64,
-       dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+ALL = tuple(sorted(dtypes.all, key=lambda d: d.priority))      # every dtype, in promotion order
 UNSIGNED, INTS, FLOATS = dtypes.uints, dtypes.ints, dtypes.floats
 BY_NAME = {name: dt for name, dt in vars(dtypes).items() if isinstance(dt, DType)}
 

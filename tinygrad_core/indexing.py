@@ -153,7 +153,7 @@ class IndexingOps:
         >>> Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 0).tolist()
         [0, 2, 0]
         """
-        _check_bool(mask, "masked_fill")
+        _check_bool(self, mask, "masked_fill")
         return mask.where(value, self).cast(self.dtype)
 
     def masked_select(self, mask, size: int | None = None, fill_value=0):
@@ -163,7 +163,7 @@ class IndexingOps:
         >>> Tensor([[1, 2], [3, 4]]).masked_select(Tensor([True, False])).tolist()
         [1, 3]
         """
-        _check_bool(mask, "masked_select")
+        _check_bool(self, mask, "masked_select")
         shape = broadcast_shape(self.shape, mask.shape)
         return _compact(mask._broadcast_to(shape).flatten(), self._broadcast_to(shape).flatten(), size, fill_value)
 
@@ -310,7 +310,8 @@ def _triangle(x, diagonal: int, upper: bool):
     return keep.where(x, False if x.dtype == dtypes.bool else 0)
 
 
-def _check_bool(mask, name: str):
+def _check_bool(x, mask, name: str):
+    x._need_tensors(name, mask=mask)
     if mask.dtype != dtypes.bool:
         raise RuntimeError(f"{name} takes a bool mask, got {mask.dtype} (compare it, e.g. mask != 0)")
 

@@ -124,6 +124,7 @@ class NNOps:
     @in_float32                      # (as torch: 16-bit products of large values would overflow before the sum)
     def conv2d(self, weight, bias=None, groups: int = 1, stride=1, dilation=1, padding=0):
         """Cross-correlation like torch.nn.functional.conv2d (also conv1d/conv3d by the weight's rank)."""
+        self._need_tensors("conv2d", weight=weight, bias=bias)
         if self.ndim == weight.ndim - 1:      # an unbatched (channels, *spatial) input, as torch takes it
             return self[None].conv2d(weight, bias, groups, stride, dilation, padding)[0]
         (cout, cin_group, *kernel), dims = weight.shape, weight.ndim - 2
@@ -169,6 +170,7 @@ class NNOps:
         """The gradient of conv2d with respect to its input, as torch.nn.functional.conv_transpose2d: each input
         element times the kernel, added into the output at its strided position (no products with zeros spread
         between or around the input, as torch: an inf or NaN weight reaches only the positions it is added into)."""
+        self._need_tensors("conv_transpose2d", weight=weight, bias=bias)
         if self.ndim == weight.ndim - 1:      # unbatched, as in conv2d
             return self[None].conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)[0]
         self._check_conv(weight, bias, groups, weight.shape[0], weight.shape[1] * groups, stride, dilation)
@@ -257,15 +259,19 @@ class NNOps:
         kernel, strides, dilations, pads = self._pool_args(kernel_size, stride, dilation, padding, ceil_mode)
         plain = self._padding_pairs(padding, len(kernel))
         axes = tuple(range(-len(kernel), 0))
-        summed = self._padded_windows(kernel, strides, dilations, pads).sum(axes)
+        # a window of 16-bit floats is summed and divided in float32, as PyTorch's: its sum may pass half's 65504
+        wide = self.dtype in (dtypes.float16, dtypes.bfloat16)
+        summed = self._padded_windows(kernel, strides, dilations, pads).sum(axes, dtype=dtypes.float32 if wide else None)
         if count_include_pad and pads == plain:
-            return summed / prod(kernel)
-        spatial = self.shape[-len(kernel):]
-        if count_include_pad:     # ones over the padded input, zeros over ceil_mode's extra
-            spatial = [n + b + a for n, (b, a) in zip(spatial, plain)]
-            pads = [(0, end - a) for (_, end), (_, a) in zip(pads, plain)]
-        counted = self.ones(*spatial, device=self.device)._padded_windows(kernel, strides, dilations, pads)
-        return (summed / counted.sum(axes)).cast(summed.dtype)      # (as the input's dtype: counted is float32)
+            mean = summed / prod(kernel)
+        else:
+            spatial = self.shape[-len(kernel):]
+            if count_include_pad:     # ones over the padded input, zeros over ceil_mode's extra
+                spatial = [n + b + a for n, (b, a) in zip(spatial, plain)]
+                pads = [(0, end - a) for (_, end), (_, a) in zip(pads, plain)]
+            counted = self.ones(*spatial, device=self.device)._padded_windows(kernel, strides, dilations, pads)
+            mean = (summed / counted.sum(axes)).cast(summed.dtype)      # (as the input's dtype: counted is float32)
+        return mean.cast(self.dtype) if wide else mean
 
     def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None):
         """The inverse of max_pool2d(return_indices=True): each value written at its index of an otherwise zero plane;
@@ -444,6 +450,7 @@ class NNOps:
                                         reduction: str = "mean"):
         """Cross-entropy of logits (..., C) and class indices Y (...); labels equal to ignore_index count for
         nothing, in the mean's divisor too (which makes a mean over nothing NaN, as torch)."""
+        self._need_tensors("sparse_categorical_crossentropy", Y=Y)
         if self.shape[:-1] != Y.shape or not dtypes.is_int(Y.dtype):
             raise RuntimeError(f"logits {self.shape} need int labels shaped {self.shape[:-1]}, got {Y.dtype} {Y.shape}")
         if not 0 <= label_smoothing <= 1:
@@ -460,6 +467,7 @@ class NNOps:
     def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int = -100):
         """torch.nn.functional.cross_entropy: logits (N, C, d...) or (C,); Y class indices (N, d...) or class
         probabilities of the logits' shape."""
+        self._need_tensors("cross_entropy", target=Y)
         axis = min(1, self.ndim - 1)
         logits = self.permute(*[d for d in range(self.ndim) if d != axis], axis)     # classes last
         if Y.shape != self.shape:
@@ -471,18 +479,19 @@ class NNOps:
 
     def binary_crossentropy(self, Y, reduction: str = "mean"):
         """-(Y log(self) + (1 - Y) log(1 - self)), self probabilities; as in PyTorch, each log is at least -100."""
-        return _reduce_loss(_BinaryCrossentropy.apply(*self._to_operand(Y)), reduction)
+        return _reduce_loss(_BinaryCrossentropy.apply(*self._to_operand(self._same_shape(Y))), reduction)
 
     def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
         """binary_crossentropy of sigmoid(self), the positive term weighted by pos_weight (BCEWithLogitsLoss)."""
         # log(sigmoid(x)) = -softplus(-x) and log(1 - sigmoid(x)) = -x - softplus(-x): stable for large |x|
         positive = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
-        return _reduce_loss((1 - Y) * self + positive * (-self).softplus(), reduction)
+        return _reduce_loss((1 - self._same_shape(Y)) * self + positive * (-self).softplus(), reduction)
 
     @in_float32                      # (a 16-bit sum of the losses would round, or overflow, before the mean)
     def nll_loss(self, Y, weight=None, ignore_index: int = -100, reduction: str = "mean"):
         """-self[n, Y[n], d...] * weight[Y[n]] for log-probabilities (N, C, d...) or (C,) and class indices (N, d...);
         the mean divides by the summed weights of the labels counted (torch.nn.functional.nll_loss)."""
+        self._need_tensors("nll_loss", target=Y, weight=weight)
         axis = min(1, self.ndim - 1)
         classes = self.shape[axis]
         if self.shape[:axis] + self.shape[axis + 1:] != Y.shape or not dtypes.is_int(Y.dtype):
@@ -499,6 +508,13 @@ class NNOps:
         # selected with where, not multiplied: a log-probability of -inf elsewhere would make 0 * -inf
         loss = -(target.where(self * weights, 0.0).sum(axis))
         return _reduce_loss(loss, reduction, weights.sum(axis))
+
+    def _same_shape(self, Y):
+        """A binary cross-entropy's target tensor of another shape would broadcast: (3, 1) against (3,) is a (3, 3)
+        loss. Raised as PyTorch raises it (a Python number target still stands for every element, as in tinygrad)."""
+        if isinstance(Y, type(self)) and Y.shape != self.shape:
+            raise ValueError(f"Using a target size ({Y.shape}) that is different to the input size ({self.shape})")
+        return Y
 
     def mse_loss(self, Y, reduction: str = "mean"):
         """Mean squared error."""

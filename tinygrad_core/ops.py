@@ -73,10 +73,8 @@ class GroupOp:
     ELEMENTWISE = ALU | {Ops.CAST, Ops.BITCAST}
     MOVEMENT = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
     COMPARISON = {Ops.CMPLT, Ops.CMPNE}
-    COMMUTATIVE = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR}
-    # what every backend must render; the rest the core rewrites into these (see codegen/decompose.py)
-    REQUIRED = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD,
-                Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.CAST, Ops.BITCAST}
+    # what every backend must render: all but the ops the core rewrites into these (codegen/decompose.py's RULES)
+    REQUIRED = ELEMENTWISE - {Ops.NEG, Ops.SUB, Ops.FDIV, Ops.MAX, Ops.SHL, Ops.SHR, Ops.MULACC}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -326,6 +324,17 @@ def dependency_order(roots, sources) -> list[UOp]:
     return order
 
 
+def reachable(roots, stop=None, resolve=None) -> set[UOp]:
+    """Every node of the graphs under roots (each as resolve gives it, once), not looking below a node that stop(node)
+    says to stop at (one walk: the graphs overlap). (Either left out costs no call per node: the walks are long.)"""
+    seen, stack = set(), list(roots)
+    while stack:
+        if (node := resolve(stack.pop()) if resolve else stack.pop()) not in seen:
+            seen.add(node)
+            stack.extend(() if stop and stop(node) else node.src)
+    return seen
+
+
 def Variable(name: str, min_value: int, max_value: int) -> UOp:
     """A named int in [min_value, max_value] that sizes can be made of: a kernel compiled for a size made of Variables
     serves every value they take (`Variable("i", 1, 10).bind(5)` gives the Variable a value)."""
@@ -366,12 +375,10 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
         return (arg[0].size,)
     if op is Ops.INPUT:
         return (arg,)
-    if op in (Ops.CONST, Ops.DEVICE):
+    if op is Ops.CONST or not u.src:      # a scalar; kernel-level leaves (DEFINE_GLOBAL, SPECIAL, ...) have no shape
         return ()
     if op in (Ops.RESHAPE, Ops.EXPAND, Ops.MULTI):
         return arg
-    if not u.src:              # kernel-level leaves (DEFINE_GLOBAL, SPECIAL, ...) have no tensor shape
-        return ()
     src_shape = u.src[0].shape
     if op is Ops.PERMUTE:
         return tuple(src_shape[i] for i in arg)

@@ -17,7 +17,7 @@ from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import prod
-from tinygrad_core.ops import Ops, UOp, GroupOp, dependency_order
+from tinygrad_core.ops import Ops, UOp, GroupOp, dependency_order, reachable
 
 
 @dataclass
@@ -41,9 +41,13 @@ def buffer_uop(buf: Buffer, version: int = 0) -> UOp:
 
 def buffer_of(u: UOp, planned: dict[UOp, UOp] | None = None) -> Buffer | None:
     """The Buffer holding u's value when u is a plain (contiguous, whole) view of one, else None."""
-    u = _resolve(u, planned)
-    u = u.src[0] if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER else u
-    return u.arg[0] if u.op is Ops.BUFFER else None
+    return leaf.arg[0] if (leaf := buffer_leaf(_resolve(u, planned))) is not None else None
+
+
+def buffer_leaf(view: UOp) -> UOp | None:
+    """The BUFFER node under a plain view of one (the node itself, or a reshape of it); None for any other graph."""
+    leaf = view.src[0] if view.op is Ops.RESHAPE else view
+    return leaf if leaf.op is Ops.BUFFER else None
 
 
 def _resolve(u: UOp, planned: dict[UOp, UOp] | None = None) -> UOp:
@@ -288,22 +292,15 @@ def _order_roots(roots: list[UOp], position: dict, is_root: set[UOp]) -> list[UO
     for root in roots:
         if root.op is Ops.ASSIGN and (target := buffer_of(root.src[0])) is not None:
             after[root] |= readers.get(target, set()) - {root}
-    ordered, placed = [], {}    # placed: False while a root's dependencies are being placed, True once it is
-    stack = [(None, iter(sorted(roots, key=position.__getitem__)))]     # (None: the end, after every root)
-    while stack:
-        u, pending = stack[-1]
-        dep = next(pending, None)
-        if dep is None:
-            stack.pop()
-            placed[u] = True
-            ordered.append(u)
-        elif dep not in placed:
-            placed[dep] = False
-            stack.append((dep, iter(sorted(after[dep], key=position.__getitem__))))
-        elif placed[dep] is False:
-            raise RuntimeError("one computation reads both the old and the assigned value of a buffer; realize a "
-                               "copy of the old value first (x.contiguous().realize()) or realize the assign first")
-    return ordered[:-1]
+
+    def last_first(nodes):      # (dependency_order goes down the last root, and the last source, first)
+        return sorted(nodes, key=position.__getitem__, reverse=True)
+    ordered = dependency_order(last_first(roots), lambda root: last_first(after[root]))
+    at = {root: i for i, root in enumerate(ordered)}
+    if any(at[dep] > at[root] for root in ordered for dep in after[root]):     # a cycle: no order can run them
+        raise RuntimeError("one computation reads both the old and the assigned value of a buffer; realize a "
+                           "copy of the old value first (x.contiguous().realize()) or realize the assign first")
+    return ordered
 
 
 COSTLY_ELEMENTWISE = 12     # weighted ops (OP_WEIGHT)
@@ -323,27 +320,16 @@ def _under_views(u: UOp) -> UOp:
 def _elementwise_work(u: UOp, is_root: set[UOp], views: bool = True) -> int:
     """How many ALU ops a kernel fusing u computes per element of u (stopping at buffers, reduces, other kernels),
     the index math of views included unless views=False."""
-    fused = [n for n in _reached([u], lambda n: n.op in (Ops.BUFFER, Ops.DEVICE, Ops.REDUCE_AXIS) or
-                                 n in is_root and n is not u) if n not in is_root or n is u]   # (not other kernels)
-    return sum(OP_WEIGHT.get(n.op, 1 if n.op in GroupOp.ALU else 0) for n in fused
-               if views or n.op not in GroupOp.MOVEMENT)
+    fused = reachable([u], lambda n: n.op in (Ops.BUFFER, Ops.DEVICE, Ops.REDUCE_AXIS) or n in is_root and n is not u,
+                      _resolve)
+    return sum(OP_WEIGHT.get(n.op, 1 if n.op in GroupOp.ALU else 0) for n in fused   # (other kernels' roots: not)
+               if (n not in is_root or n is u) and (views or n.op not in GroupOp.MOVEMENT))
 
 
-def _reached(starts, stop) -> list[UOp]:
-    """Every node reachable from starts (each as _resolve gives it, once), not looking past a node that stop(node)
-    says to stop at."""
-    walked, stack = {}, list(starts)
-    while stack:
-        if (u := _resolve(stack.pop())) not in walked:
-            walked[u] = None
-            stack.extend(() if stop(u) else u.src)
-    return list(walked)
-
-
-def _kernel_reads(root: UOp, is_root: set[UOp]) -> list[UOp]:
+def _kernel_reads(root: UOp, is_root: set[UOp]) -> set[UOp]:
     """What root's kernel fuses and reads: its nodes, down to buffers and the other kernels (their results)."""
-    return _reached(root.src if root.op is Ops.COPY else _kernel_inputs(root),
-                    lambda u: u.op is Ops.BUFFER or u in is_root and u is not root)
+    return reachable(root.src if root.op is Ops.COPY else _kernel_inputs(root),
+                     lambda u: u.op is Ops.BUFFER or u in is_root and u is not root, _resolve)
 
 
 def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:

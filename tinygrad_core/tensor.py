@@ -55,10 +55,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                 else data
         elif isinstance(data, Tensor):
             uop = data.uop if dtype is None else data.uop.cast(dtype)
-        elif isinstance(data, (bool, int, float)):
-            uop = UOp.const(dtype or dtypes.from_py(data), data, device)
-        elif data is None:          # (no elements: their host type doesn't matter)
-            uop = _buffer_from_numpy(np.zeros((0,), np.float32), dtype or dtypes.default_float, device)
+        elif data is None or isinstance(data, (bool, int, float)):      # (None is a 0.0, as tinygrad's)
+            uop = UOp.const(dtype or dtypes.from_py(data), 0.0 if data is None else data, device)
         else:
             if isinstance(data, (list, tuple)):
                 # numpy's own reading first: to it a None is an object (as a float it would be NaN), and so is an int
@@ -117,8 +115,11 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d tensor")
+            raise TypeError("len() of, or iteration over, a 0-d tensor")
         return self.shape[0]
+
+    # (without it, iter() would call t[0], t[1], ... until an IndexError: a 0-d tensor's t[0] made it empty)
+    def __iter__(self): return (self[i] for i in range(len(self)))      # noqa: E704
 
     def __repr__(self):
         return f"<Tensor {self.shape} {self.dtype} on {self.device}{' requires_grad' if self.requires_grad else ''}>"
@@ -303,6 +304,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                                  "move one with .to()")
         else:
             if not isinstance(x, (int, float, bool)):
+                if x is None or isinstance(x, list):    # (as PyTorch and tinygrad: a list is no operand; make a Tensor)
+                    raise TypeError(f"unsupported operand: Tensor and {type(x).__name__}; pass a number or a Tensor")
                 x = Tensor(x, device=self.device, dtype=self.dtype if is_symbolic(x) and dtypes.is_float(self.dtype)
                            else None)
                 return self._to_operand(x, reverse)
@@ -431,13 +434,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def where(self, x, y) -> Tensor:
         cond = self if self.dtype == dtypes.bool else self != 0
-        if isinstance(x, Tensor) or isinstance(y, Tensor):
-            ref = x if isinstance(x, Tensor) else y
-            x, y = ref._to_operand(x)[1], ref._to_operand(y)[1]
-            x, y = x._to_operand(y)
-        else:
-            dtype = dtypes.from_py([x, y])
-            x, y = Tensor(x, device=self.device, dtype=dtype), Tensor(y, device=self.device, dtype=dtype)
+        # a Python number takes the other value's dtype; two numbers their own (made beside the bool condition)
+        ref = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else cond
+        x, y = ref._to_operand(x)[1], ref._to_operand(y)[1]
+        x, y = x._to_operand(y)
         if len({cond.device, x.device, y.device}) > 1:
             raise RuntimeError(f"where: the condition is on {cond.device}, the values on {x.device} and {y.device}; "
                                f"move them to one device with .to()")
@@ -854,11 +854,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             start += t.shape[dim]
         return out
 
-    def stack(self, *others, dim: int = 0) -> Tensor:
+    def stack(*tensors, dim: int = 0) -> Tensor:
         """Tensors of one shape joined along a new axis: a.stack(b, c) or Tensor.stack(a, b, c) (or a list)."""
-        tensors = argfix(self, *others)
-        if not tensors:
-            raise ValueError("stack needs at least one tensor")
+        if not (tensors := Tensor._need_tensors("stack", *argfix(*tensors))):
+            raise ValueError("stack expects a non-empty list of tensors, got none")
         first = tensors[0]
         for t in tensors[1:]:
             if t.shape != first.shape:
@@ -903,12 +902,13 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """out[i][j] = self[index[i][j]][j] (dim 0), as torch.gather."""
+        self._need_tensors("gather", index=index)
         dim = self._axis(dim)
         if index.ndim != self.ndim:
             raise RuntimeError(f"gather: index has {index.ndim} dims ({index.shape}), tensor has {self.ndim} "
                                f"({self.shape})")
-        if dtypes.is_float(index.dtype):
-            raise IndexError(f"gather: index must be an integer tensor, got {index.dtype}")
+        if not dtypes.is_int(index.dtype):     # (a bool one would read as 0s and 1s)
+            raise RuntimeError(f"gather: index must be an integer tensor, got {index.dtype}")
         if any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):
             raise RuntimeError(f"gather: index {index.shape} is larger than the tensor {self.shape} outside dim {dim}")
         n = self.shape[dim] if self.ndim else 1
@@ -929,6 +929,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     # ---- linear algebra ----
     def dot(self, w: Tensor) -> Tensor:
+        Tensor._need_tensors("matmul", input=self, other=w)
         if self.ndim == 0 or w.ndim == 0:
             raise RuntimeError(f"dot needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
         k_self, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
@@ -947,14 +948,27 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
             .transpose(-1, -min(w.ndim, 2)) if w.ndim > 1 else w.cast(acc)
         return (x * w).sum(-1).cast(dtype)
 
-    def matmul(self, x: Tensor, reverse=False) -> Tensor: return x.dot(self) if reverse else self.dot(x)  # noqa: E704
+    def matmul(self, x: Tensor, reverse=False) -> Tensor: return Tensor.dot(x, self) if reverse else self.dot(x)  # noqa
 
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        self._need_tensors("linear", weight=weight, bias=bias)
         x = self * weight if weight.ndim == 1 else self.dot(weight)
         return x + bias if bias is not None else x
 
     @staticmethod
-    def einsum(formula: str, *operands) -> Tensor: return einsum(formula, *argfix(*operands))  # noqa: E704
+    def einsum(formula: str, *operands) -> Tensor:
+        return einsum(formula, *Tensor._need_tensors("einsum", *argfix(*operands)))
+
+    @staticmethod
+    def _need_tensors(op: str, *items, **args) -> tuple:
+        """PyTorch's TypeError for a list or an array where a tensor goes (read for its shape, it would fail inside as
+        an AttributeError). args: named arguments, where None passes (they are optional); items: the elements of a list
+        of tensors, given back."""
+        named = [(f"argument '{name}'", x) for name, x in args.items() if x is not None]
+        for where, x in named + [(f"element {i}", x) for i, x in enumerate(items)]:
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{op}(): {where} must be a Tensor, not {type(x).__name__}")
+        return items
 
     # ---- Python operators (the binary ones and their reflected forms are set from _OPERATORS, below the class) ----
     def __neg__(self): return self.neg()                            # noqa: E704

@@ -16,10 +16,7 @@ class _Scope:
 
     def add(self, u: UOp):
         # while a child loop is open it is the last item; things for this scope go before it
-        if self.open_child is not None:
-            self.items.insert(len(self.items) - 1, u)
-        else:
-            self.items.append(u)
+        self.items.insert(len(self.items) - 1 if self.open_child is not None else len(self.items), u)
 
     def flatten(self) -> list[UOp]:
         """The scope's ops in order, each loop opened by its RANGE and closed by an ENDRANGE."""
@@ -93,8 +90,7 @@ class Linearizer:
 
     def open_loop(self, r: UOp) -> UOp:
         """Open the loop of RANGE r inside the innermost open loop: ops that depend on r go in it."""
-        end = self.emit(r.src[0])
-        loop = _Scope(r.replace(src=(end,)))
+        loop = _Scope(r.replace(src=(self.emit(r.src[0]),)))       # (the loop's end is computed before it)
         self.scopes[-1].items.append(loop)
         self.scopes[-1].open_child = loop
         self.scopes.append(loop)

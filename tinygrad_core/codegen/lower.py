@@ -161,10 +161,9 @@ def move_index(node: UOp, idx: Indices) -> Indices:
 
 def reshape_index(idx: Indices, shape, src_shape) -> Indices:
     # dropping or adding size-1 axes needs no arithmetic
-    kept = [i for i, s in zip(idx, shape) if s != 1]
     if [s for s in shape if s != 1] == [s for s in src_shape if s != 1]:
-        it = iter(kept)
-        return tuple(sym.const(0) if s == 1 else next(it) for s in src_shape)
+        kept = (i for i, s in zip(idx, shape) if s != 1)        # the coordinates along the sizes both have
+        return tuple(sym.const(0) if s == 1 else next(kept) for s in src_shape)
     return unflatten(flat_index(idx, shape), src_shape)
 
 
@@ -226,8 +225,7 @@ def row_step(sink: UOp) -> int:
 
 def _lower_kernel(ast: UOp, renderer, opts, step: int = 1) -> LoweredKernel:
     """The kernel graph; with row loops (see row_axes) unless step is 0, the innermost stepping by step."""
-    store = ast.src[0]
-    out_buf, value = store.src
+    out_buf, value = ast.src[0].src
     shape = value.shape
     upcast = dict(opts.upcast)
     grid = [s // upcast[axis] if axis in upcast else s for axis, s in enumerate(shape)]

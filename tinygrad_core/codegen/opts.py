@@ -22,11 +22,8 @@ class KernelOpts:
 
 def _expanded_axes(value: UOp) -> set[int]:
     """Output axes along which some input is broadcast: upcasting them lets one load serve several outputs."""
-    axes = set()
-    for u in value.toposort():
-        if u.op is Ops.EXPAND and len(u.shape) == len(value.shape):
-            axes |= {i for i, (a, b) in enumerate(zip(u.src[0].shape, u.shape)) if a != b}
-    return axes
+    return {i for u in value.toposort() if u.op is Ops.EXPAND and len(u.shape) == len(value.shape)
+            for i, (a, b) in enumerate(zip(u.src[0].shape, u.shape)) if a != b}
 
 
 def has_symbolic_sizes(ast: UOp) -> bool:
@@ -50,22 +47,19 @@ def choose_opts(ast: UOp, renderer, shared: bool = True) -> KernelOpts:
         return chosen
     reduces = [u for u in value.toposort() if u.op is Ops.REDUCE_AXIS]
     upcast: dict[int, int] = {}
-    budget = renderer.max_upcast
 
     def try_upcast(axis: int, amount: int):
-        nonlocal budget
         # axis < len(shape): the reduce's axes only line up with the output's when no reshape follows the reduce
         if amount > 1 and axis < len(shape) and axis not in upcast and shape[axis] % amount == 0 and \
-                shape[axis] > amount and budget >= amount:
+                shape[axis] > amount and renderer.max_upcast // prod(upcast.values()) >= amount:
             upcast[axis] = amount
-            budget //= amount
 
-    if reduces and budget > 1:
+    if reduces and renderer.max_upcast > 1:
         # a matmul-shaped kernel: upcast two broadcast axes into a register tile
         for axis in sorted(_expanded_axes(reduces[0].src[0]) - set(reduces[0].arg[1]), reverse=True)[:2]:
             try_upcast(axis, 4)
-    elif budget > 1 and shape[-1] > 1:
-        try_upcast(len(shape) - 1, min(budget, 4))
+    elif renderer.max_upcast > 1 and shape[-1] > 1:
+        try_upcast(len(shape) - 1, min(renderer.max_upcast, 4))
     unroll = 1
     if reduces and renderer.max_unroll > 1:
         size = reduces[0].src[0].shape[reduces[0].arg[1][-1]]

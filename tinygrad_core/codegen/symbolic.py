@@ -65,30 +65,23 @@ def bounds(u: UOp) -> tuple[int, int]:
         out = (u.arg[1], u.arg[2])
     elif op is Ops.BIND:          # the range it may take, not its value: kernels and buffers serve all of them
         out = bounds(src[0])
-    elif op is Ops.ADD:
-        (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
-        out = (a0 + b0, a1 + b1)
-    elif op is Ops.MUL:
+    elif op in (Ops.ADD, Ops.MUL):
         (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
         corners = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
-        out = (min(corners), max(corners))
+        out = (a0 + b0, a1 + b1) if op is Ops.ADD else (min(corners), max(corners))
     elif op is Ops.IDIV and is_const(src[1]) and src[1].arg > 0:      # truncating, so monotonic in src[0]
         out = tuple(b // src[1].arg if b >= 0 else -(-b // src[1].arg) for b in bounds(src[0]))
     elif op is Ops.MOD and is_const(src[1]) and src[1].arg > 0:
-        lo, hi = bounds(src[0])
-        c = src[1].arg
+        (lo, hi), c = bounds(src[0]), src[1].arg
         out = (lo, hi) if 0 <= lo and hi < c else (0, c - 1) if lo >= 0 else (-(c - 1), c - 1)
     elif op in (Ops.IDIV, Ops.MOD) and bounds(src[0])[0] >= 0 and bounds(src[1])[0] > 0:    # by a symbolic size
         (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
         out = (a0 // b1, a1 // b0) if op is Ops.IDIV else (0, min(a1, b1 - 1))
     elif u.dtype == dtypes.bool:
         out = (0, 1)
-    elif op is Ops.WHERE:
-        (a0, a1), (b0, b1) = bounds(src[1]), bounds(src[2])
-        out = (min(a0, b0), max(a1, b1))
-    elif op is Ops.MAX:
-        (a0, a1), (b0, b1) = bounds(src[0]), bounds(src[1])
-        out = (max(a0, b0), max(a1, b1))
+    elif op in (Ops.WHERE, Ops.MAX):     # one of two values (WHERE's last two sources), or the larger
+        (a0, a1), (b0, b1) = bounds(src[-2]), bounds(src[-1])
+        out = (min(a0, b0) if op is Ops.WHERE else max(a0, b0), max(a1, b1))
     else:
         out = (dtypes.min(u.dtype), dtypes.max(u.dtype)) if dtypes.is_int(u.dtype) else (-2 ** 63, 2 ** 63)
     _bounds[u] = out
@@ -141,20 +134,16 @@ def add(a: UOp, b: UOp | int) -> UOp:
 
 def _fold_divmod(terms: dict[UOp, int]) -> dict[UOp, int]:
     """k*(y % m) + k*m*(y // m) == k*y: put back together an index that was split into coordinates."""
-    changed = True
-    while changed:
-        changed = False
-        for t, k in list(terms.items()):
-            if t.op is Ops.MOD and is_const(t.src[1]) and t in terms:
+    while True:
+        for t, k in terms.items():
+            if t.op is Ops.MOD and is_const(t.src[1]):
                 y, m = t.src[0], t.src[1].arg
-                quotient = idiv(y, m)
-                if terms.get(quotient) == k * m:
+                if terms.get(quotient := idiv(y, m)) == k * m:
                     del terms[t], terms[quotient]
-                    terms[y] = terms.get(y, 0) + k
-                    terms = {u: c for u, c in terms.items() if c}
-                    changed = True
-                    break
-    return terms
+                    terms = _sum_terms(terms, {y: k})
+                    break       # (terms changed: look again from the start)
+        else:
+            return terms
 
 
 def mul(a: UOp, k: int | UOp) -> UOp:
@@ -170,19 +159,22 @@ def sub(a: UOp, b: UOp | int) -> UOp:
     return add(a, mul(const(b) if isinstance(b, int) else b, -1))
 
 
+def _divmod_by_bounds(op: Ops, x: UOp, c: int | UOp) -> UOp | int:
+    """x // c or x % c (op IDIV or MOD, c > 0) where x's terms needn't be looked at: c is 1, x lies in [0, c), or
+    nothing folds (x may be negative, c is a symbolic size). Else c as an int: x's terms may fold."""
+    c = int(c.arg) if isinstance(c, UOp) and is_const(c) else c
+    if c == 1:
+        return x if op is Ops.IDIV else const(0)
+    lo, hi = bounds(x)
+    if lo >= 0 and hi < bounds(const(c))[0]:
+        return const(0) if op is Ops.IDIV else x
+    return UOp(op, INDEX, (x, const(c))) if lo < 0 or isinstance(c, UOp) else c
+
+
 def idiv(x: UOp, c: int | UOp) -> UOp:
     """x // c for c > 0 (truncating, as the kernels compute it)."""
-    if isinstance(c, UOp):
-        if not is_const(c):
-            return const(0) if 0 <= bounds(x)[0] and bounds(x)[1] < bounds(c)[0] else UOp(Ops.IDIV, INDEX, (x, c))
-        c = int(c.arg)
-    if c == 1:
-        return x
-    lo, hi = bounds(x)
-    if lo >= 0 and hi < c:
-        return const(0)
-    if lo < 0:
-        return UOp(Ops.IDIV, INDEX, (x, const(c)))
+    if isinstance(c := _divmod_by_bounds(Ops.IDIV, x, c), UOp):     # the quotient, decided by x's bounds
+        return c
     terms, k = affine(x)
     whole = {t: v // c for t, v in terms.items() if v % c == 0}
     rest = {t: v for t, v in terms.items() if v % c != 0}
@@ -212,17 +204,8 @@ def _split_by_factor(terms: dict[UOp, int], constant: int, c: int) -> tuple[int,
 
 def mod(x: UOp, c: int | UOp) -> UOp:
     """x % c for c > 0 (sign of x, as the kernels compute it)."""
-    if isinstance(c, UOp):
-        if not is_const(c):
-            return x if 0 <= bounds(x)[0] and bounds(x)[1] < bounds(c)[0] else UOp(Ops.MOD, INDEX, (x, c))
-        c = int(c.arg)
-    if c == 1:
-        return const(0)
-    lo, hi = bounds(x)
-    if lo >= 0 and hi < c:
-        return x
-    if lo < 0:
-        return UOp(Ops.MOD, INDEX, (x, const(c)))
+    if isinstance(c := _divmod_by_bounds(Ops.MOD, x, c), UOp):      # the remainder, decided by x's bounds
+        return c
     terms, k = affine(x)
     rest = from_affine({t: v % c for t, v in terms.items() if v % c}, k % c)
     lo, hi = bounds(rest)

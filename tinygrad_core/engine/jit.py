@@ -13,12 +13,12 @@ from tinygrad_core.engine import realize
 from tinygrad_core.helpers import DEBUG, JIT, GlobalCounters
 from tinygrad_core.multi import part_tensors, part_views, parts_of, realized_view
 from tinygrad_core.ops import Ops, UOp, is_symbolic
-from tinygrad_core.schedule import buffer_of, buffer_uop, realized
+from tinygrad_core.schedule import buffer_leaf, buffer_of, buffer_uop, realized
 from tinygrad_core.tensor import Tensor
 
 
 class JitError(RuntimeError):
-    pass
+    """TinyJit's error type, under tinygrad's name (programs written for tinygrad import it to catch)."""
 
 
 def _key(value, inputs: list, values: dict):
@@ -58,18 +58,12 @@ def _tensors_out(ret) -> list:
     return found
 
 
-def _leaf(view: UOp) -> UOp | None:
-    """The BUFFER node under a plain view of one (the node itself, or a reshape of it); None for any other graph."""
-    leaf = view.src[0] if view.op is Ops.RESHAPE else view
-    return leaf if leaf.op is Ops.BUFFER else None
-
-
 def _renew(views: list, written: set, values: dict, moved: dict = {}):
     """Point each (tensor, the plain view holding its value) that views a buffer in written at a new version of it,
     as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by schedule.realized with a value
     from before the write. A buffer in moved is replaced by the leaf given there."""
     # (a sharded tensor's view: one per part, each on a buffer)
-    leaves = [(t, view, leaf) for t, view in part_views(views) if (leaf := _leaf(view)) is not None]
+    leaves = [(t, view, leaf) for t, view in part_views(views) if (leaf := buffer_leaf(view)) is not None]
     # one past the newest version any of them holds (in version order, so the newest is written last)
     latest = {leaf.arg[0]: leaf.arg[1] + 1 for *_, leaf in sorted(leaves, key=lambda v: v[2].arg[1])
               if leaf.arg[0] in written}
@@ -212,8 +206,8 @@ class TinyJit:
         # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
         # be computed, and so recorded, again, not found in schedule.realized (a replay after the weights change would
         # read it). Tensors keeping a graph for backward() keep it
-        plain = [(t, t.uop) for t in list(Tensor._live.values()) if any(map(_leaf, parts_of(t.uop)))]
-        _renew(plain, {_leaf(p).arg[0] for _, view in plain for p in parts_of(view) if _leaf(p)}, {})
+        plain = [(t, t.uop) for t in list(Tensor._live.values()) if any(map(buffer_leaf, parts_of(t.uop)))]
+        _renew(plain, {buffer_leaf(p).arg[0] for _, view in plain for p in parts_of(view) if buffer_leaf(p)}, {})
         existing = list(Tensor._live.values())
         with realize.recorder as recording:
             ret = self.fn(*args, **kwargs)
@@ -232,7 +226,7 @@ class TinyJit:
         written = {bufs[0] for _, bufs, _ in recording} - set(input_buffers)
         # found once here, not among all live tensors per replay: a replay then costs what its state costs
         viewers = weakref.WeakSet(t for t, view in _views(list(Tensor._live.values())) if any(
-            (leaf := _leaf(p)) is not None and leaf.arg[0] in written for p in parts_of(view)))
+            (leaf := buffer_leaf(p)) is not None and leaf.arg[0] in written for p in parts_of(view)))
         # (the kernels _launcher runs straight: realize.launch counts the others itself)
         straight = [r for r, _, var_vals in recording if isinstance(r, realize.CompiledRunner) and not var_vals]
         counts = [len(straight), sum(r.flops for r in straight), sum(r.mem_estimate for r in straight)]
@@ -268,7 +262,7 @@ class TinyJit:
         # every tensor on a buffer just written (outputs, weights an optimizer updated, an input written in place)
         # shows as a freshly computed one
         _renew(_views([*capture.viewers, *inputs]) + capture.outputs, set(buffers[:n]), values)
-        moved = {b: _leaf(realized.get(inputs[k].uop, inputs[k].uop)) for b, k in capture.input_buffers.items()}
+        moved = {b: buffer_leaf(realized.get(inputs[k].uop, inputs[k].uop)) for b, k in capture.input_buffers.items()}
         _renew(capture.outputs, set(), values, moved)       # outputs that are views of an input follow the new one
         return _map_tensors(capture.ret, lambda t: inputs[capture.returned_inputs[id(t)]]
                             if id(t) in capture.returned_inputs else t)

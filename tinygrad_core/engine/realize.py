@@ -11,7 +11,7 @@ from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.engine import search
 from tinygrad_core.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored, prod
-from tinygrad_core.ops import Ops, UOp, GroupOp
+from tinygrad_core.ops import Ops, UOp, GroupOp, reachable
 from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
 
 
@@ -146,16 +146,6 @@ def launch(runner, bufs: list[Buffer], var_vals: dict | None = None, wait: bool 
     return seconds
 
 
-def reachable(roots, stop=frozenset()) -> set[UOp]:
-    """Every node of the graphs under roots, not looking below nodes in stop (one walk: the graphs overlap)."""
-    seen, stack = set(), list(roots)
-    while stack:
-        if (u := stack.pop()) not in seen:
-            seen.add(u)
-            stack.extend(() if u in stop else u.src)
-    return seen
-
-
 def kept_nodes(schedule: list[ScheduleItem], outs: list[UOp], graphs: list[UOp], live) -> set[UOp]:
     """The nodes whose values may be read after the schedule: outs; all of graphs (outputs keeping theirs for a later
     backward); and what the other live tensors' graphs read (live() lists them), down to what is computed by now. The
@@ -167,7 +157,7 @@ def kept_nodes(schedule: list[ScheduleItem], outs: list[UOp], graphs: list[UOp],
     computed = {item.node for item in schedule} | set(realized.keys())
     fns = [vars(u.arg).values() for u in reachable(outs) if u.op is Ops.CUSTOM]
     owned = {id(t) for values in fns for v in values for t in (v if isinstance(v, (tuple, list)) else (v,))}
-    return reachable(graphs) | reachable((t.uop for t in live() if id(t) not in owned), computed) | kept
+    return reachable(graphs) | reachable((t.uop for t in live() if id(t) not in owned), computed.__contains__) | kept
 
 
 def _frees_after(schedule: list[ScheduleItem], keep: set[UOp]) -> dict[int, list[list[ScheduleItem]]]:

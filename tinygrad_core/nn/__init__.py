@@ -23,9 +23,15 @@ def _filled(shape, value: float, dtype=dtypes.float32, requires_grad: bool | Non
     return Tensor(np.full(make_tuple(shape, 1), value, dtype=np.float32), dtype=dtype, requires_grad=requires_grad)
 
 
+def _affine_parameters(shape, affine: bool) -> tuple[Tensor | None, Tensor | None]:
+    """A norm's weight (ones) and bias (zeros), each with a buffer of its own; neither without affine."""
+    return (_filled(shape, 1.0), _filled(shape, 0.0)) if affine else (None, None)
+
+
 def _check_groups(cin: int, cout: int, groups: int):
-    if cin % groups or cout % groups:
-        raise ValueError(f"in_channels ({cin}) and out_channels ({cout}) must both be divisible by groups ({groups})")
+    if not groups > 0 or cin % groups or cout % groups:
+        raise ValueError(f"groups must be a positive integer, got {groups}" if not groups > 0 else
+                         f"in_channels ({cin}) and out_channels ({cout}) must both be divisible by groups ({groups})")
 
 
 def _uniform_bias(size: int, fan_in: int) -> Tensor:
@@ -103,8 +109,7 @@ class BatchNorm2d(Layer):
     def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
                  momentum: float = 0.1):
         self.eps, self.momentum, self.track_running_stats = eps, momentum, track_running_stats
-        self.weight = _filled(num_features, 1.0) if affine else None
-        self.bias = _filled(num_features, 0.0) if affine else None
+        self.weight, self.bias = _affine_parameters(num_features, affine)
         if track_running_stats:
             self.running_mean = _filled(num_features, 0.0, requires_grad=False)
             self.running_var = _filled(num_features, 1.0, requires_grad=False)
@@ -149,8 +154,7 @@ class LayerNorm(Layer):
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
         self.normalized_shape = make_tuple(normalized_shape, 1)
         self.eps = eps
-        self.weight = _filled(self.normalized_shape, 1.0) if elementwise_affine else None
-        self.bias = _filled(self.normalized_shape, 0.0) if elementwise_affine else None
+        self.weight, self.bias = _affine_parameters(self.normalized_shape, elementwise_affine)
 
     def __call__(self, x: Tensor) -> Tensor:
         n = len(self.normalized_shape)
@@ -186,8 +190,7 @@ class GroupNorm(Layer):
         if num_channels % num_groups:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-        self.weight = _filled(num_channels, 1.0) if affine else None
-        self.bias = _filled(num_channels, 0.0) if affine else None
+        self.weight, self.bias = _affine_parameters(num_channels, affine)
 
     def __call__(self, x: Tensor) -> Tensor:
         # (and as torch, not a single value per group in a batch of one: its output would be the bias, its gradient 0)
@@ -215,6 +218,7 @@ class Embedding(Layer):
         self.weight = Tensor.randn(vocab_size, embed_size)
 
     def __call__(self, idx: Tensor) -> Tensor:
+        Tensor._need_tensors("embedding", indices=idx)
         if not dtypes.is_int(idx.dtype):
             raise TypeError(f"Embedding needs integer indices, got {idx.dtype}; use idx.cast(dtypes.int32)")
         idx._check_range(0, self.vocab_size, lambda v: IndexError(f"index out of range in self: {v} of "

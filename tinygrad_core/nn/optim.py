@@ -6,7 +6,7 @@ tinygrad 0.14, a step outside training mode is allowed: older tinygrad programs 
 on, and programs written for 0.14 step inside it anyway."""
 import math
 import numpy as np
-from tinygrad_core.helpers import flatten
+from tinygrad_core.helpers import flatten, partition
 from tinygrad_core.tensor import Tensor
 
 
@@ -25,8 +25,7 @@ class Optimizer:
                 raise TypeError(f"an optimizer trains Tensors, but one of the params is {type(p).__name__} {p!r}")
             if p.requires_grad is None:
                 p.requires_grad_(True)
-        self.params = [p for p in unique if p.requires_grad]
-        self.buffers = [p for p in unique if not p.requires_grad]
+        self.params, self.buffers = partition(unique, lambda p: p.requires_grad)
         if not self.params:
             raise ValueError("the optimizer got no tensor to train: pass the model's parameters "
                              "(e.g. nn.state.get_parameters(model)), with requires_grad left at None or True")
@@ -171,8 +170,7 @@ class LAMB(Optimizer):
         self.b1, self.b2, self.eps, self.weight_decay, self.adam = b1, b2, eps, weight_decay, adam
         self.t = self._new_state()               # the step count
         self.b1_t, self.b2_t = self._new_state(value=1.0), self._new_state(value=1.0)   # b1 ** t, b2 ** t: products
-        self.m = [self._new_state(p) for p in self.params]
-        self.v = [self._new_state(p) for p in self.params]
+        self.m, self.v = ([self._new_state(p) for p in self.params] for _ in range(2))     # the moments
         self._realize_state()
 
     def _update(self, with_grad):

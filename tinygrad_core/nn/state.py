@@ -49,10 +49,8 @@ def _walk(obj, name: str, out: dict, entered: set):
         return
     if isinstance(obj, _NOT_WALKED) or id(obj) in entered:
         return
-    if isinstance(obj, (list, tuple)):
-        children = [(str(i), v) for i, v in enumerate(obj)]
-    elif isinstance(obj, dict):
-        children = [(str(k), v) for k, v in obj.items()]
+    if isinstance(obj, (list, tuple, dict)):
+        children = [(str(k), v) for k, v in (obj.items() if isinstance(obj, dict) else enumerate(obj))]
     elif hasattr(obj, "__dict__"):
         children = list(vars(obj).items())
     else:

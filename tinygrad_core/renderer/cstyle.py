@@ -89,11 +89,9 @@ def neighbour_groups(uops: list[UOp], widths: tuple[int, ...]) -> dict[UOp, tupl
                 if start % width or None in lanes or any(lane in groups for lane in lanes):
                     continue
                 first, last = min(position[v] for v in lanes), max(position[v] for v in lanes)
-                if op is Ops.LOAD and position[lanes[0]] != first:
-                    continue
-                if sum(first <= p <= last for p in accesses[buffer]) != width:
-                    continue
-                groups.update((lane, lanes) for lane in lanes)
+                if (op is not Ops.LOAD or position[lanes[0]] == first) and \
+                        sum(first <= p <= last for p in accesses[buffer]) == width:
+                    groups.update((lane, lanes) for lane in lanes)
     return groups
 
 
@@ -239,9 +237,8 @@ class CKernel:
                 return x
             # REFERENCE computes these in floating point and truncates back to the integer type
             wide = dtypes.float64 if dtypes.float64 in self.supported_dtypes else dtypes.float32
-            return self.render_cast(f"{name}({self.render_cast(x, dtype, wide)})", wide, dtype)
-        # half math through float gives the correctly rounded result numpy gives (native half may not)
-        wide = dtypes.float32 if dtype == dtypes.float16 and dtype not in self.float_computed else dtype
+        else:       # half math through float gives the correctly rounded result numpy gives (native half may not)
+            wide = dtypes.float32 if dtype == dtypes.float16 and dtype not in self.float_computed else dtype
         return self.render_cast(f"{name}({self.render_cast(x, dtype, wide)})", wide, dtype)
 
     def divide(self, dtype: DType, a: str, b: str) -> str:
@@ -426,23 +423,19 @@ class CStyleRenderer(Renderer):
             return Literal("1" if value else "0", value)
         if dtypes.is_float(dtype):
             value = float(value)
-            if math.isnan(value):
-                text = self.nan
-            elif math.isinf(value):
-                text = self.infinity if value > 0 else f"-{self.infinity}"
-            else:
+            if math.isfinite(value):
                 text = repr(value) + ("f" if dtype != dtypes.float64 else "")
-            if dtype == dtypes.float64 and not math.isfinite(value):
-                text = f"(double){text}"
+            else:
+                text = self.nan if math.isnan(value) else self.infinity if value > 0 else f"-{self.infinity}"
+                if dtype == dtypes.float64:
+                    text = f"(double){text}"
             if dtype == dtypes.float16 and dtype not in self.float_computed:
                 text = self.half_literal.format(text)
         else:
-            value = int(value)
-            if dtype not in UNSIGNED and dtype.itemsize >= 4 and value == dtypes.min(dtype):
-                # -2147483648 is a negated literal too large for its type: spell it as an expression
-                text = f"({value + 1}{self.literal_suffix.get(dtype, '')}-1)"
-            else:
-                text = f"{value}{self.literal_suffix.get(dtype, '')}"
+            value, suffix = int(value), self.literal_suffix.get(dtype, "")
+            # -2147483648 is a negated literal too large for its type: spell it as an expression
+            smallest = dtype not in UNSIGNED and dtype.itemsize >= 4 and value == dtypes.min(dtype)
+            text = f"({value + 1}{suffix}-1)" if smallest else f"{value}{suffix}"
         return Literal(f"({text})" if text.startswith("-") else text, value)
 
     def zero(self, dtype: DType) -> str:

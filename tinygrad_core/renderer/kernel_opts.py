@@ -19,6 +19,6 @@ def load_strides(value: UOp) -> list[tuple[dict[int, int], int, int]]:
     for load in (u for u in lowered.toposort() if u.op is Ops.LOAD):
         terms = sym.affine(load.src[1])[0]
         loop = next((r for r in innermost if r in terms), None)
-        out.append(({i: terms.get(a, 0) for i, a in enumerate(axes)}, terms.get(loop, 0) if loop is not None else 0,
+        out.append(({i: terms.get(a, 0) for i, a in enumerate(axes)}, terms.get(loop, 0),
                     loop.src[0].arg if loop is not None else 0))
     return out

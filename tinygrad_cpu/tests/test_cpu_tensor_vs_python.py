@@ -8,6 +8,10 @@ from tinygrad_core.codegen.opts import KernelOpts
 from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.device import Device
 from tinygrad_core.engine.realize import CompiledRunner
+from tinygrad_cpu.renderer import LLVMRenderer
+
+# the choices pinned are an AVX-512 host's (they follow the vector width); the kernels run with the host's own
+AVX512 = LLVMRenderer(simd_width=64)
 
 rng = np.random.default_rng(42)
 A = rng.standard_normal((5, 7), dtype=np.float32)
@@ -115,7 +119,7 @@ def test_tiled_kernels_match_numpy(name):
     arrays = make(np.random.default_rng(3))
     # the tiling chosen, from a graph of its own (schedule() marks its graph's result as computed)
     kernel = program(*[Tensor(x, device="CPU") for x in arrays]).schedule()[-1]
-    assert choose_opts(kernel.ast, Device["CPU"].renderer).upcast == upcast
+    assert choose_opts(kernel.ast, AVX512).upcast == upcast
     out = program(*[Tensor(x, device="CPU") for x in arrays])
     np.testing.assert_allclose(out.numpy(), reference(*arrays), rtol=1e-4, atol=1e-3)
 
@@ -126,7 +130,7 @@ def test_a_product_sum_over_short_rows_sums_them_in_vector_lanes():
     g = rng.standard_normal((8, 32, 16, 16), dtype=np.float32)
     out = (Tensor(x, device="CPU").reshape(8, 1, 16, 16, 16) * Tensor(g, device="CPU").reshape(8, 32, 1, 16, 16))
     out = out.sum((0, 3, 4))
-    assert choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).unroll == 16
+    assert choose_opts(out.schedule()[-1].ast, AVX512).unroll == 16
     np.testing.assert_allclose(out.numpy(), np.einsum("bihw,bjhw->ji", x, g), rtol=1e-4, atol=1e-3)
 
 
@@ -135,7 +139,7 @@ def test_strided_conv_weight_gradient_is_a_register_tiled_matmul_of_im2col_rows(
     g = rng.standard_normal((8, 32, 8, 8), dtype=np.float32)
     tx, tw = Tensor(x, device="CPU"), Tensor(np.zeros((32, 16, 3, 3), np.float32), device="CPU", requires_grad=True)
     (tx.conv2d(tw, padding=1, stride=2) * Tensor(g, device="CPU")).sum().backward()
-    opts = choose_opts(tw.grad.schedule()[-1].ast, Device["CPU"].renderer)
+    opts = choose_opts(tw.grad.schedule()[-1].ast, AVX512)
     assert len(opts.upcast) == 2 and all(amount > 1 for _, amount in opts.upcast)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))
     windows = windows[:, :, ::2, ::2]
@@ -160,8 +164,8 @@ def test_short_rows_summed_inside_other_loops_are_unrolled_whole():
     # a batchnorm's statistics over 14x14 maps: 14-float rows, each a few vector loads when unrolled whole
     x = rng.standard_normal((8, 16, 14, 14), dtype=np.float32)
     out = Tensor(x, device="CPU").sum((0, 2, 3))
-    lanes = Device["CPU"].renderer.simd_width // 4          # (rows of two vectors or more are left to LLVM)
-    assert choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).unroll == (14 if 14 < 2 * lanes else 1)
+    lanes = AVX512.simd_width // 4          # (rows of two vectors or more are left to LLVM)
+    assert choose_opts(out.schedule()[-1].ast, AVX512).unroll == (14 if 14 < 2 * lanes else 1)
     np.testing.assert_allclose(out.numpy(), x.sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
 
 
@@ -169,6 +173,6 @@ def test_rows_shorter_than_a_vector_put_the_lanes_across_a_broadcast_output_axis
     # a single-channel 3x3 convolution as im2col rows times the weight: 9-float dot products, 16 output channels
     cols, w = rng.standard_normal((512, 1, 1, 9), dtype=np.float32), rng.standard_normal((1, 16, 9), dtype=np.float32)
     out = (Tensor(cols, device="CPU") * Tensor(w, device="CPU")).sum(-1)
-    lanes = Device["CPU"].renderer.simd_width // 4
-    assert dict(choose_opts(out.schedule()[-1].ast, Device["CPU"].renderer).upcast).get(2) == min(lanes, 16)
+    lanes = AVX512.simd_width // 4
+    assert dict(choose_opts(out.schedule()[-1].ast, AVX512).upcast).get(2) == min(lanes, 16)
     np.testing.assert_allclose(out.numpy(), (cols * w).sum(-1), rtol=1e-5, atol=1e-5)
