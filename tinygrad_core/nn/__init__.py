@@ -29,9 +29,10 @@ def _affine_parameters(shape, affine: bool) -> tuple[Tensor | None, Tensor | Non
 
 
 def _check_groups(cin: int, cout: int, groups: int):
-    if not groups > 0 or cin % groups or cout % groups:
-        raise ValueError(f"groups must be a positive integer, got {groups}" if not groups > 0 else
-                         f"in_channels ({cin}) and out_channels ({cout}) must both be divisible by groups ({groups})")
+    if not groups > 0:
+        raise ValueError(f"groups must be a positive integer, got {groups}")
+    if cin % groups or cout % groups:
+        raise ValueError(f"in_channels ({cin}) and out_channels ({cout}) must both be divisible by groups ({groups})")
 
 
 def _uniform_bias(size: int, fan_in: int) -> Tensor:
