@@ -568,3 +568,90 @@ def test_cos_near_its_zeros_keeps_its_digits(device):
     np.testing.assert_allclose(t.cos().numpy(), torch.cos(torch.tensor(x)).numpy(), rtol=1e-6)
     np.testing.assert_allclose(t.tan().numpy(), torch.tan(torch.tensor(x)).numpy(), rtol=1e-6)
     assert t.cos().dtype == dtypes.float32
+
+
+def test_float_floor_division_has_a_zero_gradient():
+    # a // b differentiated through its remainder and round: NaN where the quotient is inf or NaN (a / 0, inf // 2);
+    # it is a step function, with div(rounding_mode="floor")'s zero gradient
+    a, b = [1e30, 3.0, inf, 5.0, -7.5], [1e-30, 0.0, 2.0, inf, 2.0]
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    (x // y).sum().backward()
+    torch.div(s, t, rounding_mode="floor").sum().backward()
+    check((x // y).numpy(), torch.div(s, t, rounding_mode="floor"))
+    check(x.grad.numpy(), s.grad)
+    check(y.grad.numpy(), t.grad)
+
+
+def test_softplus_is_x_past_the_threshold():
+    # log(1 + e^(bx)) / b as bx+ / b overflowed where b x does: softplus(3e38, beta=2) was inf (PyTorch: x past
+    # b x > 20)
+    x = [3e38, -3e38, 11.0, 9.0, -11.0, 0.3]
+    for beta in (2.0, 0.5):
+        softplus = lambda v, beta=beta: v.softplus(beta) if isinstance(v, Tensor) else F.softplus(v, beta)  # noqa
+        (y, u), (g, h) = both(softplus, x)
+        check(y, u, rtol=1e-6)
+        check(g, h, rtol=1e-6)
+    check(Tensor(x).softplus(2.0, threshold=5.0).numpy(), F.softplus(torch.tensor(x), 2.0, threshold=5.0), rtol=1e-6)
+
+
+def test_lerp_gradients_are_pytorchs_products():
+    # start + (end - start) w differentiated as a sum: an inf from above met w = 0 as inf - inf * 0 = NaN in the
+    # start's gradient (PyTorch: inf (1 - w) = inf); a tensor weight gets end - start
+    a, b, w = [[1.0, 2.0]], [[3.0], [-4.0]], [0.0, 0.7]
+    x, y, v = (Tensor(t, requires_grad=True) for t in (a, b, w))
+    s, t, u = (torch.tensor(t, requires_grad=True) for t in (a, b, w))
+    upstream = [[inf, 1.0], [2.0, -inf]]
+    x.lerp(y, v).backward(Tensor(upstream))
+    s.lerp(t, u).backward(torch.tensor(upstream))
+    check(x.lerp(y, v).numpy(), s.lerp(t, u))
+    for ours, theirs in ((x, s), (y, t), (v, u)):
+        check(ours.grad.numpy(), theirs.grad)
+
+
+def test_hardswish_masks_its_gradient_below_minus_three():
+    # the derivative 0 times a NaN from above was NaN at x = -1e35 (PyTorch selects 0 there), and -0.0 times a
+    # negative derivative gave -0.0
+    (y, u), (g, h) = both(lambda x: x.hardswish() if isinstance(x, Tensor) else F.hardswish(x),
+                          [-1e35, -3.0, -1.0, 2.0, 4.0], weights=[nan, nan, 1.0, 1.0, 1.0])
+    check(y, u)
+    check(g, h)
+    assert not np.signbit(g[:2]).any()
+
+
+def test_cumprod_gradient_stops_at_the_first_zero():
+    # the running products' gradients went through a product over each prefix: a zero followed by inf or NaN made
+    # NaN before it and after it (PyTorch: the sum of g y / x before the first zero, the products skipping it there,
+    # 0 after it); a single element is its own gradient even at -inf
+    rng = np.random.default_rng(5)
+    rows = [[2.0, 0.0, inf, 3.0], [2.0, 0.0, nan, 3.0], [-inf, 0.0, 3.5, 2.0], [1.5, 0.0, -2.0, 0.0], [0.5, 4.0, -2.0, 3.0]]
+    (y, u), (g, h) = both(lambda x: x.cumprod(1), rows, weights=rng.standard_normal((5, 4)))
+    check(y, u)
+    check(g, h, rtol=1e-6)
+    _, (g, h) = both(lambda x: x.cumprod(0), [-inf], weights=[1.5])
+    check(g, h)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    x[1, 2, 3], x[0, 1, :] = 0, 0
+    for axis in (0, 1, -1):
+        (y, u), (g, h) = both(lambda t, a=axis: t.cumprod(a), x, weights=rng.standard_normal((3, 4, 5)))
+        check(y, u, rtol=1e-6)
+        check(g, h, rtol=1e-5, atol=1e-6)
+
+
+def test_a_number_power_differentiates_through_the_numbers_own_power():
+    # b ** 1.5 had the derivative 1.5 b^0.5 through 2^(0.5 log2|b|): inf at -inf and +0.0 at -0.0, where PyTorch's
+    # scalar pow takes b ** 0.5 as sqrt(b) (NaN and -0.0); (-inf) ** -1 and ** -0.5 had +0.0 for PyTorch's -0.0
+    values = [-inf, -4.0, -0.0, 0.0, inf, 4.0, 0.3]
+    for exponent in (1.5, 2.5, -1.5, -0.5, -1):
+        (y, u), (g, h) = both(lambda x, e=exponent: x ** e, values)
+        check(y, u, rtol=1e-6)
+        check(g, h, rtol=1e-6)
+        assert (np.signbit(g) == np.signbit(h.numpy()))[~np.isnan(g)].all(), exponent
+
+
+def test_layernorm_of_the_mean_itself_is_positive_zero():
+    # (x - mean) rsqrt(var) kept -0.0 - 0.0 = -0.0; PyTorch adds its zero bias, so it's +0.0
+    got = Tensor([[0.0, 0.0, -0.0], [1.0, -0.0, -1.0], [-0.0, -0.0, -0.0]]).layernorm().numpy()
+    expected = F.layer_norm(torch.tensor([[0.0, 0.0, -0.0], [1.0, -0.0, -1.0], [-0.0, -0.0, -0.0]]), (3,))
+    check(got, expected, rtol=1e-6)
+    assert (np.signbit(got) == np.signbit(expected.numpy())).all()

@@ -13,11 +13,9 @@ import functools
 import hashlib
 import importlib.metadata
 import json
-import os
 import pathlib
-import tempfile
 from tinygrad_core.codegen.opts import KernelOpts
-from tinygrad_core.helpers import DEBUG, DISK_CACHE, cache_dir
+from tinygrad_core.helpers import DEBUG, DISK_CACHE, cache_dir, write_whole
 from tinygrad_core.ops import UOp
 from tinygrad_core.renderer import program_signature
 
@@ -83,10 +81,7 @@ def write_entry(path: pathlib.Path, body: bytes):
         return
     with contextlib.suppress(OSError):      # a read-only or full disk only costs a rebuild next time
         path.parent.mkdir(parents=True, exist_ok=True)
-        # write to a temporary file and rename: concurrent writers each replace the entry whole
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
-            f.write(hashlib.sha256(_entry_head(path) + body).digest() + _entry_head(path) + body)
-        os.replace(f.name, path)
+        write_whole(path, [hashlib.sha256(_entry_head(path) + body).digest() + _entry_head(path) + body])
 
 
 def opts_to_json(opts: KernelOpts) -> dict:

@@ -38,8 +38,7 @@ def graph_dot(root: UOp) -> str:
         color = {Ops.BUFFER: "lightblue", Ops.REDUCE_AXIS: "salmon", Ops.CONST: "lightgrey"}.get(u.op, "white")
         lines.append(f'  n{ids[u]} [label="{_label(u)}\\n{u.dtype.name} {u.shape}", style=filled, fillcolor={color}];')
         lines.extend(f"  n{ids[s]} -> n{ids[u]};" for s in u.src if s in ids)
-    lines.append("}")
-    return "\n".join(lines)
+    return "\n".join([*lines, "}"])
 
 
 def gradcheck(fn, *inputs, eps: float = 1e-3, atol: float = 1e-3, rtol: float = 1e-2) -> bool:

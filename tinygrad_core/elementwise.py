@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from tinygrad_core.device import Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype
 from tinygrad_core.gradient import Function
+from tinygrad_core.helpers import broadcast_shape
 from tinygrad_core.ops import Ops, cos_uop
 if TYPE_CHECKING:
     from tinygrad_core.tensor import Tensor
@@ -191,20 +192,24 @@ class ElementwiseOps:
 
     @in_float32                      # (as PyTorch's: x * 6 would overflow 16 bits)
     def hardswish(self) -> Tensor:
-        # PyTorch's x relu6(x + 3) / 6 (whose x * 6 overflows past 5.7e37) and derivative, which is 1 at NaN
-        return _Smooth.apply(self._float(), value=lambda x: x * (x + 3).relu6() / 6,
-                             derivative=lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1)))
+        # PyTorch's x relu6(x + 3) / 6 (whose x * 6 overflows past 5.7e37) and derivative, which is 1 at NaN and
+        # masks the gradient at -3 and below (a NaN from above gives 0 there: where's, not 0 * NaN)
+        x = self._float()
+        return (x <= -3).where(x.detach() * 0, _Smooth.apply(x, value=lambda x: x * (x + 3).relu6() / 6, derivative=(
+            lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1)))))
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
         return (alpha * self + beta).hardtanh(0, 1)
 
     @in_float32                      # (as PyTorch's: b x overflows 16 bits, and e^-|bx| goes subnormal in them)
-    def softplus(self, beta: float = 1.0) -> Tensor:
+    def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         # log(1 + e^(bx)) / b as bx+ + log1p(e^-|bx|) (no overflow), log1p(y) as log(u) y / (u - 1), u = 1 + y (log(u)
-        # alone loses y: softplus(-88) was 0, not 6e-39); the derivative is sigmoid(bx)
+        # alone loses y: softplus(-88) was 0, not 6e-39), and x itself past bx > threshold, as PyTorch's (b x / b
+        # overflowed at x = 3e38, b = 2); the derivative is sigmoid(bx)
         def value(x):
             y = (-(x * beta).abs()).exp()
-            return ((x * beta).maximum(0) + (1 + y == 1).where(y, (1 + y).log() * y / (1 + y - 1))) * (1 / beta)
+            soft = ((x * beta).maximum(0) + (1 + y == 1).where(y, (1 + y).log() * y / (1 + y - 1))) * (1 / beta)
+            return (x * beta > threshold).where(x, soft)
         return _smooth(self, value, lambda x: (x * beta).sigmoid())
 
     def mish(self) -> Tensor:
@@ -245,8 +250,14 @@ class ElementwiseOps:
     def lerp(self, end: Tensor, weight) -> Tensor:
         # PyTorch's form, start + diff w, or end - diff (1 - w) where |weight| >= 1/2 (so both ends are exact), with the
         # branch taken in the base and in the factor: a branch's own product met where's zero gradient as 0 * inf = NaN
-        diff, w = end - self, self._to_operand(weight)[1]
-        return (small := w.abs() < 0.5).where(self, end) + diff * small.where(w, -(1 - w))
+        # derivatives are PyTorch's 1 - w, w and end - start (the sum's would meet an inf from above as inf - inf * 0)
+        def value(start, end, w):
+            return (small := w.abs() < 0.5).where(start, end) + (end - start) * small.where(w, -(1 - w))
+        start, end = self._to_operand(end)
+        start, w = start._to_operand(weight)
+        shape = broadcast_shape(start.shape, end.shape, w.shape)
+        start, end, w = (t._broadcast_to(shape) for t in (start, end, w))
+        return _Smooth.apply(start, end, w, value=value, derivative=lambda a, b, w: (1 - w, w, b - a))
 
 
 def _asin(x: Tensor) -> Tensor:

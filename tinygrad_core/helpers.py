@@ -228,12 +228,16 @@ def fetch(url: str, name: str | os.PathLike | None = None, subdir: str | None = 
     with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "tinygrad_core"}), timeout=60) \
             as response:
         source = gzip.GzipFile(fileobj=response) if gunzip else response
-        # written beside the target and renamed at the end, so an interrupted download leaves no partial file
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
-            while chunk := source.read(1 << 16):
-                f.write(chunk)
-    pathlib.Path(f.name).replace(path)
+        write_whole(path, iter(lambda: source.read(1 << 16), b""))      # (read in pieces until the end)
     return path
+
+
+def write_whole(path: pathlib.Path, chunks: Iterable[bytes]):
+    """Write chunks into a file beside path, renamed to path at the end: a reader never finds a partial file there
+    (an interrupted write, a download cut off, leaves none), and of writers at the same time each replaces it whole."""
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
+        f.writelines(chunks)
+    os.replace(f.name, path)
 
 
 def colored(text: str, color: str | None) -> str:

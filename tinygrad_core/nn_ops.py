@@ -386,8 +386,8 @@ class NNOps:
     def layernorm(self, axis=-1, eps: float = 1e-5):
         y = self - self.mean(axis, keepdim=True)
         # a variance past the float range leaves y / sqrt(var) undefined (inf / inf): NaN, as PyTorch's Welford mostly
-        # gives there (not y * rsqrt(inf) = 0, which returned the bias)
-        return y * (var := (y * y).mean(axis, keepdim=True)).isinf().where(math.nan, var.add(eps).rsqrt())
+        # gives there (not y * rsqrt(inf) = 0, which returned the bias); + 0 as PyTorch's zero bias: x = mean is +0.0
+        return y * (var := (y * y).mean(axis, keepdim=True)).isinf().where(math.nan, var.add(eps).rsqrt()) + 0
 
     def dropout(self, p: float = 0.5):
         if not 0 <= p <= 1:          # (checked outside training too, as torch)

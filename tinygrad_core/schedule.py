@@ -167,13 +167,11 @@ def _assign_reading_other_elements(plan: _Plan, root: UOp) -> UOp | None:
     weight transposed) have run before the write."""
     if root.op is not Ops.ASSIGN:
         return None
-    node = _resolve(root.src[0])
-    view_chain = {node}           # the target's own view of its buffer: reading through it is reading in place
-    while node.op in GroupOp.MOVEMENT:
-        node = node.src[0]
-        view_chain.add(node)
+    target = _resolve(root.src[0])
+    # the target's own view of its buffer, down to the buffer: reading through it is reading in place
+    view_chain = reachable([target], lambda u: u.op not in GroupOp.MOVEMENT)
     reads = [u for u in _kernel_reads(root, plan.is_root) if u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER]
-    return _resolve(root.src[1]) if any(u.base is node and u not in view_chain for u in reads) else None
+    return _resolve(root.src[1]) if any(u.base is target.base and u not in view_chain for u in reads) else None
 
 
 NODE_CUTS = (_realize_point, _copy_source)
@@ -267,9 +265,8 @@ def _build_items(roots: list[UOp], is_root: set[UOp], was: dict[UOp, UOp]) -> li
         # a symbolic size gets a buffer for its largest value, so one buffer serves every value (TinyJit)
         out = None if root.op is Ops.ASSIGN else Buffer(root.device, sym.max_value(prod(root.shape)), root.dtype)
         item = _make_item(root, out, is_root, planned)
-        target = item.bufs[0] if item is not None else out
         version = _resolve(root.src[0], planned).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
-        planned[root] = view = buffer_uop(target, version).reshape(root.shape)
+        planned[root] = view = buffer_uop(item.bufs[0] if item is not None else out, version).reshape(root.shape)
         if item is None:               # an empty result: nothing to compute
             realized[was.get(root, root)] = view
         else:
@@ -322,7 +319,7 @@ def _elementwise_work(u: UOp, is_root: set[UOp], views: bool = True) -> int:
     the index math of views included unless views=False."""
     fused = reachable([u], lambda n: n.op in (Ops.BUFFER, Ops.DEVICE, Ops.REDUCE_AXIS) or n in is_root and n is not u,
                       _resolve)
-    return sum(OP_WEIGHT.get(n.op, 1 if n.op in GroupOp.ALU else 0) for n in fused   # (other kernels' roots: not)
+    return sum(OP_WEIGHT.get(n.op, 1 if n.op in GroupOp.ALU else 0) for n in fused   # (not other kernels' roots)
                if (n not in is_root or n is u) and (views or n.op not in GroupOp.MOVEMENT))
 
 

@@ -369,10 +369,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if rounding_mode is None and not isinstance(x, Tensor) and not dtypes.is_float(self.dtype):
             return self._float().div(x, reverse)    # (as the tensor's type, uint8 / -2 would divide by 254)
         a, b = self._to_operand(x, reverse)
-        if rounding_mode is not None and dtypes.is_float(a.dtype):   # a step function: its derivative is 0 (through
-            rounded = lambda a, b: (a / b).trunc() if rounding_mode == "trunc" else a.floordiv(b)   # noqa: E731
-            return _Smooth.apply(a, b, value=rounded, derivative=lambda a, b: (0.0, 0.0))   # a / b: 0 / 0 at b = 0)
-        if rounding_mode is not None:
+        if rounding_mode == "trunc" and dtypes.is_float(a.dtype):   # a step function: its derivative is 0 (through
+            return _Smooth.apply(a, b, value=lambda a, b: (a / b).trunc(), derivative=lambda a, b: (0.0, 0.0))  # a / b:
+        if rounding_mode is not None:                                                                   # 0 / 0 at b = 0)
             return a.idiv(b) if rounding_mode == "trunc" else a.floordiv(b)
         return a._float()._binary(Ops.FDIV, b._float())
 
@@ -386,11 +385,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def floordiv(self, x, reverse=False) -> Tensor:
         """Division rounding down, as Python's // does."""
         a, b = self._to_operand(x, reverse)
-        if dtypes.is_float(a.dtype):     # as PyTorch, through the remainder: inf // 2 is NaN, -5 // inf is -1
-            r = a.fmod(b)
-            q = ((a - r) / b).round()
-            q = ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q)     # (a zero quotient has a / b's sign: x 0)
-            return (b == 0).where(a / b, (q == 0).where((a / b) * 0, q))
+        if dtypes.is_float(a.dtype):     # a step function: its derivative is 0, as div(rounding_mode="floor")'s
+            return _Smooth.apply(a, b, value=_float_floordiv, derivative=lambda a, b: (0.0, 0.0))
         q = a.idiv(b)
         return ((a.mod_trunc(b) != 0) & ((a < 0) != (b < 0))).where(q - 1, q)
 
@@ -414,12 +410,13 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         # as PyTorch: +-1/2 are square roots ((-inf) ** 0.5 is NaN), -1 and -2 reciprocals, and whole powers multiply
         # out, exact where 2^(c log2|b|) rounds (max ** 1 would overflow)
         if not reverse and isinstance(x, (int, float)) and (x in (0.5, -0.5, -1, -2) or 0 < x < 2**31 and x == int(x)):
-            if x < 0:   # the derivative x b^(x-1) as x b^x / b (at -0.0 too), 0 at -inf
+            if x < 0:   # the derivative x b^(x-1) as x b^x / b (at -0.0 too), x (-inf)^(x-1) at -inf
                 v = lambda b: (b.sqrt() if x == -0.5 else b if x == -1 else b * b).reciprocal()   # noqa: E731
                 return _Smooth.apply(base, value=in_float32(v), derivative=lambda b: (b == -math.inf).where(
-                    0.0, x * in_float32(v)(b) / b))
+                    0.0 if x == -2 else -0.0, x * in_float32(v)(b) / b))
             return base.sqrt() if x == 0.5 else in_float32(_int_pow)(base, int(x))
-        return _Pow.apply(base, exponent)
+        # (a number's power differentiates through its own pow, as PyTorch's: b ** 1.5 gives 1.5 sqrt(b), NaN at -inf)
+        return _Pow.apply(base, exponent, scalar=x if not reverse and isinstance(x, (int, float)) else None)
 
     def maximum(self, x) -> Tensor: return self._binary(Ops.MAX, x)     # noqa: E704
 
@@ -650,7 +647,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return self._float()._running(axis, lambda rows, mask: mask.where(rows, -math.inf).logsumexp(-1))
 
     def cumprod(self, axis: int = 0) -> Tensor:
-        return self._running(axis, lambda rows, mask: mask.where(rows, 1).cast(rows.dtype).prod(-1))
+        running = lambda x: x._running(axis, lambda rows, mask: mask.where(rows, 1).cast(rows.dtype).prod(-1))  # noqa
+        if not dtypes.is_float(self.dtype) or self.ndim == 0:
+            return running(self)
+        return _CumProd.apply(self, value=running, axis=self._axis(axis))
 
     def _running(self, axis, total) -> Tensor:
         """The running totals along axis: total(rows, mask) reduces the last axis of self's rows (axis moved last, as
@@ -1049,6 +1049,14 @@ def _int_pow(base: Tensor, exponent) -> Tensor:
     return (exponent < 0).where(inverse, out)
 
 
+def _float_floordiv(a: Tensor, b: Tensor) -> Tensor:
+    # as PyTorch, through the remainder: inf // 2 is NaN, -5 // inf is -1
+    r = a.fmod(b)
+    q = ((a - r) / b).round()
+    q = ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q)     # (a zero quotient has a / b's sign: x 0)
+    return (b == 0).where(a / b, (q == 0).where((a / b) * 0, q))
+
+
 def _pow_values(b: Tensor, e: Tensor) -> Tensor:
     # |b|^e = 2^(e log2|b|). A negative base (or -0.0) with an odd integer exponent is negative; with a fraction
     # it is NaN, except -inf, which is |b|^e. b^0 = 1^e = (-1)^(+-inf) = 1 for any b and e, NaN included
@@ -1145,14 +1153,15 @@ def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str | tuple) -> 
 class _Pow(Function):
     """b ** e with PyTorch's derivatives: e * b^(e-1) (0 where e is 0) and b^e * log(b) (0 where b is 0 and
     e >= 0). Through the composition 2^(e log2|b|), b = 0 or inf would give 0 * inf = NaN."""
-    def forward(self, b, e):
-        self.b, self.e, self.out = b, e, _pow_values(b, e)
+    def forward(self, b, e, scalar=None):
+        self.b, self.e, self.scalar, self.out = b, e, scalar, _pow_values(b, e)
         return self.out
 
     def backward(self, grad_output):
         b, e = self.b, self.e
+        below = _pow_values(b, e - 1) if self.scalar is None else b.pow(self.scalar - 1)
         # (as PyTorch's: the base's gradient is 0 where e is, also under an inf from above; the exponent's is g * 0)
-        return (e == 0).where(0.0, grad_output * (e * _pow_values(b, e - 1))), \
+        return (e == 0).where(0.0, grad_output * (e * below)), \
             grad_output * ((b == 0) & (e >= 0)).where(0.0, self.out * b.log())
 
 
@@ -1165,6 +1174,30 @@ class _LogSumExp(Function):
         return self.out
 
     def backward(self, grad_output): return grad_output * (self.x - self.out).exp()  # noqa: E704
+
+
+class _CumProd(Function):
+    """A running product with PyTorch's gradient: before a row's first zero, the sum of g y over the products that
+    follow, over x; at that zero, the products that skip it; after it, 0 (through the composition, the zero met a
+    later inf or NaN as 0 * inf = NaN in the gradients before it and after it)."""
+    def forward(self, x, value, axis):
+        self.x, self.axis, self.out = x.uop, axis, value(x).uop
+        return self.tensor_type(self.out)
+
+    def backward(self, grad_output):
+        x, y, axis = self.tensor_type(self.x), self.tensor_type(self.out), self.axis
+        if x.shape[axis] <= 1:          # (a single element is its own gradient, at -inf too)
+            return grad_output
+        zeros = (x == 0).cumsum(axis)              # the zeros up to each position
+        first, before = (x == 0) & (zeros == 1), zeros == 0
+        # at the first zero: the product before it times the sum of g times the products after it
+        after = (before | first).where(1, x).cumprod(axis)
+        bounds = [(0, n - int(i == axis)) for i, n in enumerate(x.shape)]
+        y_before = y.shrink(bounds).pad([(int(i == axis), 0) for i in range(x.ndim)], value=1)    # (1 before the row)
+        at_first = before.logical_not().where(grad_output * after, 0).sum(axis, keepdim=True)   # (in order, as PyTorch)
+        at_first = first.where(y_before * at_first, 0)
+        following = before.where(grad_output * y, 0).flip(axis).cumsum(axis).flip(axis)      # (the sums over j >= i)
+        return before.where(following / x, at_first)
 
 
 class _ContiguousBackward(Function):

@@ -250,13 +250,11 @@ def _lower_kernel(ast: UOp, renderer, opts, step: int = 1) -> LoweredKernel:
     loops = {axis: UOp(Ops.RANGE, sym.INDEX, (sym.const(grid[axis]),), i) for i, axis in enumerate(rows)}
     coords = [loops[axis] if axis in loops else sym.mod(sym.idiv(gid, strides[axis]), g)
               for axis, g in enumerate(parallel)]
-    combos = list(itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
     idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
-                 for combo in combos)
+                 for combo in itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
     values = Lowerer(opts.unroll, len(loops)).lower(value, idxs, (thread_valid,) * len(idxs))
     gate = () if thread_valid is None else (thread_valid,)
     stores = [UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(idx, shape), v) + gate) for idx, v in zip(idxs, values)]
-    # every buffer argument stays in the program, even one whose loads were all folded away
-    buffers = tuple(program_signature(ast.toposort())[0])
-    sink = UOp(Ops.SINK, dtypes.void, buffers + tuple(loops.values()) + tuple(stores))   # (loops: opened in this order)
+    # every buffer argument stays in the program, even one whose loads were all folded away (loops: opened in order)
+    sink = UOp(Ops.SINK, dtypes.void, (*program_signature(ast.toposort())[0], *loops.values(), *stores))
     return LoweredKernel(sink, global_size, local_size)

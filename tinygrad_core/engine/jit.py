@@ -12,7 +12,7 @@ from tinygrad_core.creation import random_offset_buffers
 from tinygrad_core.engine import realize
 from tinygrad_core.helpers import DEBUG, JIT, GlobalCounters
 from tinygrad_core.multi import part_tensors, part_views, parts_of, realized_view
-from tinygrad_core.ops import Ops, UOp, is_symbolic
+from tinygrad_core.ops import Ops, is_symbolic
 from tinygrad_core.schedule import buffer_leaf, buffer_of, buffer_uop, realized
 from tinygrad_core.tensor import Tensor
 

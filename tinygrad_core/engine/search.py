@@ -55,10 +55,9 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
 
 def scratch_buffers(ast: UOp, device: str) -> list[Buffer]:
     """Zeroed buffers of the sizes and dtypes the kernel's arguments have."""
-    globals_, _ = program_signature(ast.toposort())
     sizes = {0: prod(ast.src[0].src[1].shape)} | {u.src[0].arg: u.arg for u in ast.toposort() if u.op is Ops.INPUT}
     return [Buffer(device, max(1, sizes[g.arg]), g.dtype, initial=np.zeros(max(1, sizes[g.arg]), g.dtype.np))
-            for g in globals_]
+            for g in program_signature(ast.toposort())[0]]
 
 
 def fastest_runner(device: str, ast: UOp, build: Callable[[KernelOpts], Callable]):

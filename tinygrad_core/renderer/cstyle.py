@@ -271,10 +271,8 @@ class CKernel:
         if target in self.float_computed:
             widened = x if source == dtypes.float32 or source in self.float_computed else f"(float)({x})"
             return self.round_to(target, widened)
-        if source in self.float_computed:
-            source = dtypes.float32      # in registers it is a float already
-            if target == source:
-                return x
+        if source in self.float_computed and target == dtypes.float32:
+            return x      # in registers it is a float already
         return f"({self.type_names[target]})({x})"
 
     def render_bitcast(self, x: str, source: DType, target: DType) -> str:
