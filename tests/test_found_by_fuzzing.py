@@ -572,15 +572,17 @@ def test_cos_near_its_zeros_keeps_its_digits(device):
 
 def test_float_floor_division_has_a_zero_gradient():
     # a // b differentiated through its remainder and round: NaN where the quotient is inf or NaN (a / 0, inf // 2);
-    # it is a step function, with div(rounding_mode="floor")'s zero gradient
-    a, b = [1e30, 3.0, inf, 5.0, -7.5], [1e-30, 0.0, 2.0, inf, 2.0]
-    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
-    s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
-    (x // y).sum().backward()
-    torch.div(s, t, rounding_mode="floor").sum().backward()
-    check((x // y).numpy(), torch.div(s, t, rounding_mode="floor"))
-    check(x.grad.numpy(), s.grad)
-    check(y.grad.numpy(), t.grad)
+    # it is a step function: PyTorch's gradient is zeros, under a NaN or inf from above too (as through trunc division)
+    a, b = [1e30, 3.0, inf, 5.0, -7.5, 1.0], [1e-30, 0.0, 2.0, inf, 2.0, 1.0]
+    upstream = [1.0, 1.0, 1.0, nan, -inf, 2.0]
+    for mode in ("floor", "trunc"):
+        x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+        s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        (x // y if mode == "floor" else x.div(y, rounding_mode=mode)).backward(Tensor(upstream))
+        torch.div(s, t, rounding_mode=mode).backward(torch.tensor(upstream))
+        check(x.div(y, rounding_mode=mode).numpy(), torch.div(s, t, rounding_mode=mode))
+        check(x.grad.numpy(), s.grad)
+        check(y.grad.numpy(), t.grad)
 
 
 def test_softplus_is_x_past_the_threshold():
@@ -655,3 +657,17 @@ def test_layernorm_of_the_mean_itself_is_positive_zero():
     expected = F.layer_norm(torch.tensor([[0.0, 0.0, -0.0], [1.0, -0.0, -1.0], [-0.0, -0.0, -0.0]]), (3,))
     check(got, expected, rtol=1e-6)
     assert (np.signbit(got) == np.signbit(expected.numpy())).all()
+
+
+def test_minimum_gives_the_side_not_chosen_positive_zero():
+    # -max(-a, -b) negated max's zero gradient to -0.0 (PyTorch: +0.0); ties share, a NaN passes the gradient whole
+    a, b = [1.0, 2.0, nan, -0.0, 0.0, 3.0, inf, -inf], [2.0, 1.0, 1.0, 0.0, -0.0, 3.0, nan, 5.0]
+    upstream = [nan, -1.0, 2.0, inf, 1.0, -2.0, 1.0, 1.0]
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    x.minimum(y).backward(Tensor(upstream))
+    torch.minimum(s, t).backward(torch.tensor(upstream))
+    check(x.minimum(y).numpy(), torch.minimum(s, t))
+    for ours, theirs in ((x, s), (y, t)):
+        check(ours.grad.numpy(), theirs.grad)
+        assert (np.signbit(ours.grad.numpy()) == np.signbit(theirs.grad.numpy())).all()

@@ -369,9 +369,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         if rounding_mode is None and not isinstance(x, Tensor) and not dtypes.is_float(self.dtype):
             return self._float().div(x, reverse)    # (as the tensor's type, uint8 / -2 would divide by 254)
         a, b = self._to_operand(x, reverse)
-        if rounding_mode == "trunc" and dtypes.is_float(a.dtype):   # a step function: its derivative is 0 (through
-            return _Smooth.apply(a, b, value=lambda a, b: (a / b).trunc(), derivative=lambda a, b: (0.0, 0.0))  # a / b:
-        if rounding_mode is not None:                                                                   # 0 / 0 at b = 0)
+        if rounding_mode == "trunc" and dtypes.is_float(a.dtype):   # a step function: no gradient flows (PyTorch's
+            return (a.detach() / b.detach()).trunc()       # zeros, under a NaN from above too; a / b's was 0 / 0 at b = 0)
+        if rounding_mode is not None:
             return a.idiv(b) if rounding_mode == "trunc" else a.floordiv(b)
         return a._float()._binary(Ops.FDIV, b._float())
 
@@ -385,8 +385,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def floordiv(self, x, reverse=False) -> Tensor:
         """Division rounding down, as Python's // does."""
         a, b = self._to_operand(x, reverse)
-        if dtypes.is_float(a.dtype):     # a step function: its derivative is 0, as div(rounding_mode="floor")'s
-            return _Smooth.apply(a, b, value=_float_floordiv, derivative=lambda a, b: (0.0, 0.0))
+        if dtypes.is_float(a.dtype):     # a step function: no gradient flows, as through div(rounding_mode="trunc")
+            return _float_floordiv(a.detach(), b.detach())
         q = a.idiv(b)
         return ((a.mod_trunc(b) != 0) & ((a < 0) != (b < 0))).where(q - 1, q)
 
@@ -422,6 +422,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     def minimum(self, x) -> Tensor:
         a, b = self._to_operand(x)
+        if dtypes.is_float(a.dtype):
+            return _Minimum.apply(a, b)
         return a._flip_order().maximum(b._flip_order())._flip_order()
 
     def _flip_order(self) -> Tensor:
@@ -1198,6 +1200,18 @@ class _CumProd(Function):
         at_first = first.where(y_before * at_first, 0)
         following = before.where(grad_output * y, 0).flip(axis).cumsum(axis).flip(axis)      # (the sums over j >= i)
         return before.where(following / x, at_first)
+
+
+class _Minimum(Function):
+    """-max(-a, -b) with max's gradient rule turned around (through the negations, the side not chosen got -0.0)."""
+    def forward(self, a, b):
+        self.a, self.b = a.uop, b.uop
+        return (-((-a).maximum(-b)))
+
+    def backward(self, grad_output):
+        a, b = self.tensor_type(self.a), self.tensor_type(self.b)
+        shared = grad_output * (a != b).where(1.0, 0.5)      # (ties share it; a NaN passes it whole to both sides)
+        return (b < a).where(0.0, shared), (a < b).where(0.0, shared)
 
 
 class _ContiguousBackward(Function):

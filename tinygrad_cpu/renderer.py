@@ -100,6 +100,7 @@ class KernelWriter:
         self.allocas: list[str] = []          # accumulators live in stack slots; LLVM turns them into registers
         self.declarations: set[str] = set()   # `declare` lines for the LLVM intrinsics used
         self.helpers: set[str] = set()        # mathlib functions used (their definitions go into the module)
+        self.from_double: set[str] = set()    # floats rounded from doubles (see cast)
         self.temp_count = 0
         self.block = "entry"                  # the basic block being written (phi nodes name their predecessors)
         self.loop_phi_line: dict[UOp, int] = {}
@@ -437,7 +438,14 @@ class KernelWriter:
         if src_ty != dst_ty:
             order = ["half", "float", "double"]
             kind = "fpext" if order.index(dst_ty) > order.index(src_ty) else "fptrunc"
+            if x in self.from_double and dst_ty == "half":
+                # a fence: LLVM's code generator folds double -> float -> half into one rounding, a call of
+                # compiler-rt's __truncdfhf2 (not in the process), and rounding once isn't rounding twice
+                x = self.call("float", "llvm.arithmetic.fence.f32", [("float", x)],
+                              "declare float @llvm.arithmetic.fence.f32(float)")
             x = self.emit(f"{kind} {src_ty} {x} to {dst_ty}")
+            if src_ty == "double" and dst_ty == "float":
+                self.from_double.add(x)
         return self.round_bf16(x) if dst == dtypes.bfloat16 and src != dtypes.bfloat16 else x
 
     def bitcast(self, x: str, src: DType, dst: DType) -> str:

@@ -176,3 +176,19 @@ def test_rows_shorter_than_a_vector_put_the_lanes_across_a_broadcast_output_axis
     lanes = AVX512.simd_width // 4
     assert dict(choose_opts(out.schedule()[-1].ast, AVX512).upcast).get(2) == min(lanes, 16)
     np.testing.assert_allclose(out.numpy(), (cols * w).sum(-1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_double_rounded_to_float_then_half_inside_a_reduce_compiles_and_rounds_twice():
+    # float16's std runs in float64: LLVM's code generator folded its double -> float -> half casts into one
+    # rounding, a call of __truncdfhf2, which the JIT couldn't find ("Failed to materialize symbols")
+    x0 = np.array([[[1e-40, 1.4977993]], [[3.8492, 5.8531537]]], dtype=np.float32)
+    x1 = np.array([[-0.5, 0.5], [0.5, 0.5], [88.7, 0.0], [-88.7, 1.0]], dtype=np.float32)
+    w = np.array([-0.7834333, 0.48106557], dtype=np.float32)
+    results = []
+    for device in ("CPU", "PYTHON"):
+        a, b = Tensor(x0, device=device, requires_grad=True), Tensor(x1, device=device, requires_grad=True)
+        out = (a - b).half().std(axis=(1, -1), correction=2)
+        (out * Tensor(w, device=device)).sum().backward()
+        results.append([out.numpy(), a.grad.numpy(), b.grad.numpy()])
+    for cpu, python in zip(*results):
+        np.testing.assert_array_equal(cpu, python)
