@@ -8,6 +8,9 @@ from tinygrad_core.ops import UOp
 from tinygrad_core.renderer.cstyle import CKernel, CStyleRenderer
 
 
+NAN_MISFOLDED = ("trunc", "exp2")     # math calls PoCL's constant folding gets wrong for a NaN operand
+
+
 class OpenCLKernel(CKernel):
     """OpenCL C reinterprets bits with its as_type functions."""
 
@@ -16,9 +19,10 @@ class OpenCLKernel(CKernel):
 
     def math_call(self, name: str, dtype: DType, x: str) -> str:
         call = super().math_call(name, dtype, x)
-        # PoCL folds trunc of a NaN literal to an arbitrary finite number (floor(nan) came back as -2.5e27): a NaN
-        # operand passes through untouched, which every device does for a NaN that arrives at run time
-        return f"(({x}!={x})?{x}:{call})" if name == "trunc" and dtypes.is_float(dtype) else call
+        # PoCL folds these of a NaN known when it compiles to an arbitrary finite number (floor(nan) came back as
+        # -2.5e27, sigmoid of an empty mean as 0.9999995): a NaN operand passes through untouched, which every
+        # device does for a NaN that arrives at run time
+        return f"(({x}!={x})?{x}:{call})" if name in NAN_MISFOLDED and dtypes.is_float(dtype) else call
 
 
 class OpenCLRenderer(CStyleRenderer):
