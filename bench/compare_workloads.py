@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import math
 import os
@@ -19,6 +20,7 @@ import traceback
 import numpy as np
 
 MATMUL_SIZES = (512, 1024, 2048)
+MOST_CALLS = 500            # timed calls of one workload at most (time_calls)
 CHAIN_ELEMENTS = 16 * 1024 * 1024
 SUM_SIDE = 4096
 MLP_BATCH, CNN_BATCH = 128, 64
@@ -291,13 +293,16 @@ def load_framework(name: str, options):
 # timing and the workloads
 # ---------------------------------------------------------------------------------------------------------------------
 
-def time_calls(run, repeats: int, warmup: int, budget_s: float) -> list[float]:
-    """Seconds of each timed call after `warmup` untimed ones; stops early once budget_s is spent."""
+def time_calls(run, repeats: int, warmup: int, budget_s: float, least_s: float = 0.0) -> list[float]:
+    """Seconds of each timed call after `warmup` untimed ones; stops early once budget_s is spent. Calls short enough
+    are repeated beyond `repeats` until least_s of them is timed (up to MOST_CALLS): the median of 7 calls of a few
+    milliseconds moves by a tenth from one run to the next."""
     for i in range(warmup):
         gc.collect()                    # a result still alive in a reference cycle would be reused, not recomputed
         run(i)
     times, deadline = [], time.perf_counter() + budget_s
-    for i in range(warmup, warmup + repeats):
+    for i in itertools.takewhile(lambda i: i < warmup + repeats or (sum(times) < least_s and len(times) < MOST_CALLS),
+                                 itertools.count(warmup)):
         gc.collect()                    # outside the timed region: a collection would land in a random repetition
         started = time.perf_counter()
         run(i)
@@ -360,15 +365,17 @@ def measure_arrays(framework, workloads, options, results: dict, save):
     for name, unit, work, build, reference, tolerance in workloads:
         try:
             run = build(framework)
-            expected = reference()
             got = framework.to_numpy(run())                     # the first call compiles, and is checked
+            # (7 untimed calls: tinygrad_cpu times a kernel's first 6 launches on one thread and split before it
+            # settles on one plan, and the figures are of the steady state)
+            times = time_calls(lambda i, run=run: run(), repeats, warmup=7, budget_s=options.budget,
+                               least_s=0.0 if options.quick else 1.0)
+            # numpy's reference is computed after the timing: its BLAS threads spin on after a matmul and hold the
+            # other CPUs for a while, which would be timed as part of the next framework's calls
+            expected = reference()
             if not np.allclose(got, expected, rtol=tolerance, atol=tolerance * 10):
                 worst = float(np.max(np.abs(got - expected)))
                 raise AssertionError(f"wrong result: max abs difference {worst:.3g} from numpy's")
-            del expected, got
-            # (7 untimed calls: tinygrad_cpu times a kernel's first 6 launches on one thread and split before it
-            # settles on one plan, and the figures are of the steady state)
-            times = time_calls(lambda i, run=run: run(), repeats, warmup=7, budget_s=options.budget)
             results[name] = figure(unit, work / statistics.median(times), times)
         except Exception as e:  # noqa: BLE001 - any failure becomes this cell's error, the run goes on
             results[name] = {"unit": unit, "error": error_text(e)}

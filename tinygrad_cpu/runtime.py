@@ -34,6 +34,12 @@ SURE_OVER_WAKE = 32
 # Plans are made again after this many launches (of all kernels): the load on the machine when they were made, which
 # decides whether a split wins, may have passed.
 RECHECK = 8192
+# A wake-up measured slower than this is suspect: another CPU was held for a moment (another library's threads
+# spinning down after their work: numpy's BLAS holds them that long after a matmul), and every plan made with it would
+# keep kernels on one thread until the next recheck. The recheck then comes after SUSPECT_RECHECK launches, twice as
+# many each time the wake-up stays that slow.
+SUSPECT_WAKE_S = 1e-4
+SUSPECT_RECHECK = 64
 # what the wake-up cost is measured on: a kernel that does nothing
 _EMPTY_KERNEL = ('; tinygrad_cpu work_per_index=1 buffers=0 vars=0\n'
                  'define void @"tinygrad_cpu_empty"(i64 %start, i64 %end) nounwind {\nentry:\n  ret void\n}\n')
@@ -280,6 +286,7 @@ class _Launcher:
     _native: _Native | None = None
     _workers: list[_Worker] = []
     _wake_cost: float | None = None
+    next_recheck, suspect_gap = RECHECK, SUSPECT_RECHECK // 2
     _library_ids = itertools.count()
     _programs: weakref.WeakSet = weakref.WeakSet()
     launches = 0
@@ -287,7 +294,7 @@ class _Launcher:
     @classmethod
     def recheck(cls):
         """Every program times its launches again, against a wake-up measured again."""
-        cls._wake_cost = None
+        cls._wake_cost, cls.next_recheck = None, cls.launches + RECHECK
         for program in list(cls._programs):
             program.one_thread, program.split_s, program.plans = {}, {}, {}
 
@@ -342,6 +349,9 @@ class _Launcher:
                 return statistics.median(times)
             cost = median_s(lambda: cls.split(empty, [], split)) - median_s(lambda: empty.function(0, 1))
             cls._wake_cost = max(cost, 1e-7)
+            cls.suspect_gap = min(2 * cls.suspect_gap, RECHECK) if cost > SUSPECT_WAKE_S else SUSPECT_RECHECK // 2
+            if cost > SUSPECT_WAKE_S:
+                cls.next_recheck = min(cls.next_recheck, cls.launches + cls.suspect_gap)
         return cls._wake_cost
 
 
@@ -397,7 +407,7 @@ class CPUProgram(Program):
         args = [*[b.address for b in bufs], *vals]
         size = global_size[0] * global_size[1] * global_size[2]
         _Launcher.launches += 1
-        if _Launcher.launches % RECHECK == 0:
+        if _Launcher.launches >= _Launcher.next_recheck:
             _Launcher.recheck()
         if (plan := self.plans.get((size, THREADS.value, _Launcher._wake_cost))) is None:
             self._timed_launch(args, size)

@@ -29,12 +29,17 @@ def test_memory_used_counts_live_buffers():
     del t
 
 
+def no_recheck(monkeypatch):
+    monkeypatch.setattr(runtime._Launcher, "next_recheck", 1 << 62)
+    monkeypatch.setattr(runtime, "SUSPECT_WAKE_S", float("inf"))
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_thread_split_gives_identical_results(threads, monkeypatch):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((96, 80), dtype=np.float32), rng.standard_normal((80, 72), dtype=np.float32)
     monkeypatch.setattr(runtime._Launcher, "_wake_cost", 1e-12)          # split even these small kernels
-    monkeypatch.setattr(runtime, "RECHECK", 1 << 62)                      # (no recheck starts the timing over)
+    no_recheck(monkeypatch)                                              # (no recheck starts the timing over)
     splits = []
     monkeypatch.setattr(runtime._Launcher, "split", lambda *a, split=runtime._Launcher.split: splits.append(1) or split(*a))
 
@@ -53,7 +58,7 @@ def test_thread_split_gives_identical_results(threads, monkeypatch):
 def split_sum(monkeypatch, threads: int, x: np.ndarray) -> np.ndarray:
     """x summed over its rows by a kernel split over threads (its launches timed first, as slices() does)."""
     monkeypatch.setattr(runtime._Launcher, "_wake_cost", 1e-12)
-    monkeypatch.setattr(runtime, "RECHECK", 1 << 62)
+    no_recheck(monkeypatch)
     with Context(TINYGRAD_CPU_THREADS=threads):
         for _ in range(2 * runtime.PROBES + 1):
             out = (Tensor(x, device="CPU") * 2).sum(axis=1).numpy()
@@ -75,7 +80,7 @@ def test_a_sleeping_worker_is_woken_for_its_slice(monkeypatch):
 def test_a_kernel_with_variables_is_split_with_their_values(monkeypatch):
     from tinygrad_core import Variable
     monkeypatch.setattr(runtime._Launcher, "_wake_cost", 1e-12)
-    monkeypatch.setattr(runtime, "RECHECK", 1 << 62)
+    no_recheck(monkeypatch)
     splits = []
     monkeypatch.setattr(runtime._Launcher, "split", lambda program, *a, split=runtime._Launcher.split:
                         splits.append(program.vars) or split(program, *a))
@@ -155,7 +160,7 @@ def launches_of(fn, count: int) -> dict[str, runtime.CPUProgram]:
 
 
 def test_a_big_sum_is_tried_on_all_threads_and_each_kernel_keeps_the_faster_by_its_own_timing(monkeypatch):
-    monkeypatch.setattr(runtime, "RECHECK", 1 << 62)                      # (no recheck starts the timing over)
+    no_recheck(monkeypatch)                                              # (no recheck starts the timing over)
     from tinygrad_core.nn.optim import Adam
     weight = Tensor(np.random.default_rng(0).standard_normal((128, 784), dtype=np.float32), requires_grad=True)
     weight.grad = Tensor.full((128, 784), 0.5).contiguous().realize()
@@ -192,15 +197,36 @@ def test_a_big_sum_is_tried_on_all_threads_and_each_kernel_keeps_the_faster_by_i
 
 
 def test_the_plans_are_made_again_after_recheck_launches(monkeypatch):
-    monkeypatch.setattr(runtime, "RECHECK", 1 << 62)
+    no_recheck(monkeypatch)
     x = Tensor(np.arange(13, dtype=np.float32), device="CPU").realize()
     with Context(TINYGRAD_CPU_THREADS=2):
         (runner,) = launches_of(lambda: (x * 3.25).realize(), runtime.PROBES + 2).values()
         program, size = runner.program, int(np.prod(runner.global_size))
         assert program.plans and len(program.one_thread[size]) >= runtime.PROBES        # decided: one thread
-        monkeypatch.setattr(runtime, "RECHECK", runtime._Launcher.launches + 1)        # the next launch rechecks
+        monkeypatch.setattr(runtime._Launcher, "next_recheck", runtime._Launcher.launches + 1)   # the next rechecks
         np.testing.assert_array_equal((x * 3.25).numpy(), np.arange(13, dtype=np.float32) * 3.25)
     assert program.plans == {} and len(program.one_thread[size]) == 1 and runtime._Launcher._wake_cost is None
+
+
+def test_a_slow_wake_up_is_measured_again_soon_and_less_soon_each_time_it_stays_slow(monkeypatch):
+    # (one measured while numpy's BLAS threads still spun after a matmul kept a 512 matmul on one thread: half speed)
+    x = Tensor(np.arange(13, dtype=np.float32), device="CPU").realize()
+    monkeypatch.setattr(runtime, "SUSPECT_WAKE_S", 0.0)                   # every wake-up is suspect
+    monkeypatch.setattr(runtime._Launcher, "suspect_gap", runtime.SUSPECT_RECHECK // 2)
+    runtime._Launcher.recheck()
+    with Context(TINYGRAD_CPU_THREADS=2):
+        runtime._Launcher.wake_cost()
+        gaps = [runtime._Launcher.next_recheck - runtime._Launcher.launches]
+        for _ in range(2):
+            while runtime._Launcher._wake_cost is not None:           # (the recheck forgets it)
+                (x * 3.25).realize()
+            runtime._Launcher.wake_cost()
+            gaps.append(runtime._Launcher.next_recheck - runtime._Launcher.launches)
+    assert gaps == [runtime.SUSPECT_RECHECK, 2 * runtime.SUSPECT_RECHECK, 4 * runtime.SUSPECT_RECHECK]
+    monkeypatch.setattr(runtime, "SUSPECT_WAKE_S", float("inf"))         # one not suspect: the usual recheck
+    runtime._Launcher.recheck()
+    runtime._Launcher.wake_cost()
+    assert runtime._Launcher.next_recheck - runtime._Launcher.launches == runtime.RECHECK
 
 
 def test_wake_cost_is_measured():
