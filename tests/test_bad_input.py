@@ -167,6 +167,15 @@ CATALOG_CASES = [
     (TypeError, r"linspace .*steps 2.5", lambda: Tensor.linspace(0, 1, 2.5)),
     (TypeError, r"fill_value must be a number, got str 'a'", lambda: Tensor.full((2, 2), "a")),
     (TypeError, r"fill_value must be a number, got NoneType", lambda: Tensor.full((2,), None, dtype=dtypes.float32)),
+    # an integer fill outside its dtype raises, as PyTorch (it wrapped: 300 as uint8 was 44, 2**70 as int64 was 0)
+    (RuntimeError, r"value 300 cannot be converted to dtypes.uchar .*0 to 255", lambda: Tensor.full((2,), 300,
+                                                                                                 dtype=dtypes.uint8)),
+    (RuntimeError, r"value 2147483648 .*dtypes.int ", lambda: Tensor.full((2,), 2**31, dtype=dtypes.int32)),
+    (RuntimeError, r"value -1 .*dtypes.uint ", lambda: Tensor.full((2,), -1, dtype=dtypes.uint32)),
+    (RuntimeError, r"value nan .*dtypes.int ", lambda: Tensor.full((2,), math.nan, dtype=dtypes.int32)),
+    (RuntimeError, r"value 1e\+20 .*dtypes.long", lambda: Tensor.full((2,), 1e20, dtype=dtypes.int64)),
+    (TypeError, r"tril: diagonal must be an int, got float 1.5", lambda: Tensor.ones(2, 2).tril(1.5)),
+    (TypeError, r"triu: diagonal must be an int, got str", lambda: Tensor.ones(2, 2).triu("1")),
     (RuntimeError, r"unsupported range: 0 -> inf", lambda: Tensor.arange(float("inf"))),
     (RuntimeError, r"unsupported range: 0 -> nan", lambda: Tensor.arange(float("nan"))),
     (RuntimeError, PROBABILITIES, lambda: Tensor([0.5, -0.5]).multinomial(1)),
@@ -213,6 +222,10 @@ def test_the_valid_neighbours_of_the_catalog_cases_still_work():
         == dtypes.float64
     assert Tensor.linspace(0, 1, 3).tolist() == [0.0, 0.5, 1.0]
     assert Tensor.full((2,), np.float32(1.5)).tolist() == [1.5] * 2
+    # the ends of an integer dtype and a float truncated into it are fine, as in PyTorch
+    assert Tensor.full((2,), 255, dtype=dtypes.uint8).tolist() == [255] * 2
+    assert Tensor.full((1,), -2**63, dtype=dtypes.int64).tolist() == [-2**63]
+    assert Tensor.full((2,), 3.7, dtype=dtypes.int32).tolist() == [3] * 2
     assert Tensor.arange(0, 5, math.inf).shape == (0,)
     assert Tensor([0.0, 1.0]).multinomial(1).tolist() == [1]
     assert [t.shape for t in Tensor.ones(6).split(4)] == [(4,), (2,)]

@@ -51,6 +51,10 @@ class CreationOps:
         if not isinstance(fill_value, (bool, int, float, np.number, np.bool_)) and not is_symbolic(fill_value):
             raise TypeError(f"full's fill_value must be a number, got {type(fill_value).__name__} {fill_value!r}")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+        if dtypes.is_int(dtype) and not is_symbolic(fill_value) and not (
+                math.isfinite(fill_value) and dtype.min <= math.trunc(fill_value) <= dtype.max):    # (as PyTorch)
+            raise RuntimeError(f"full: value {fill_value} cannot be converted to {dtype} without overflow (it holds "
+                               f"{dtype.min} to {dtype.max})")
         return cls(UOp.const(dtype, fill_value, Device.canonicalize(device)).broadcast_to(shape), **kwargs)
 
     @classmethod

@@ -301,6 +301,9 @@ def _running_extreme(x, axis, largest: bool):
 
 
 def _triangle(x, diagonal: int, upper: bool):
+    if not isinstance(diagonal, (int, np.integer)):
+        raise TypeError(f"{'triu' if upper else 'tril'}: diagonal must be an int, got {type(diagonal).__name__} "
+                        f"{diagonal!r}")
     if x.ndim < 2:
         raise RuntimeError(f"{'triu' if upper else 'tril'} needs at least 2 dimensions, got shape {x.shape}")
     rows, cols = x.shape[-2:]
