@@ -640,6 +640,16 @@ def test_cumprod_gradient_stops_at_the_first_zero():
         check(g, h, rtol=1e-5, atol=1e-6)
 
 
+def test_cumprod_gradient_at_the_first_zero_stops_at_the_next_zero():
+    # an outside fuzzer's: the first zero's gradient summed g times the products skipping it over the whole row, and
+    # past a second zero that product is 0: an inf or NaN of g there made NaN (PyTorch leaves those terms out)
+    for x, g in [([0.0, 0.0], [inf, inf]), ([2.0, 0.0, 0.0], [0.0, 0.0, inf]), ([0.0, 0.0], [1.0, inf]),
+                 ([2.0, 0.0, 5.0], [0.0, 0.0, inf]), ([1.0, 0.0, 2.0, 0.0, 3.0], [nan, 1.0, inf, 2.0, nan])]:
+        (y, u), (got, expected) = both(lambda t: t.cumprod(0), x, weights=g)
+        check(y, u)
+        check(got, expected)
+
+
 def test_a_number_power_differentiates_through_the_numbers_own_power():
     # b ** 1.5 had the derivative 1.5 b^0.5 through 2^(0.5 log2|b|): inf at -inf and +0.0 at -0.0, where PyTorch's
     # scalar pow takes b ** 0.5 as sqrt(b) (NaN and -0.0); (-inf) ** -1 and ** -0.5 had +0.0 for PyTorch's -0.0

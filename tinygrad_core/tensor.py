@@ -1180,8 +1180,8 @@ class _LogSumExp(Function):
 
 class _CumProd(Function):
     """A running product with PyTorch's gradient: before a row's first zero, the sum of g y over the products that
-    follow, over x; at that zero, the products that skip it; after it, 0 (through the composition, the zero met a
-    later inf or NaN as 0 * inf = NaN in the gradients before it and after it)."""
+    follow, over x; at that zero, the products that skip it, up to the next zero; after it, 0 (through the composition,
+    the zero met a later inf or NaN as 0 * inf = NaN in the gradients before it and after it)."""
     def forward(self, x, value, axis):
         self.x, self.axis, self.out = x.uop, axis, value(x).uop
         return self.tensor_type(self.out)
@@ -1196,7 +1196,8 @@ class _CumProd(Function):
         after = (before | first).where(1, x).cumprod(axis)
         bounds = [(0, n - int(i == axis)) for i, n in enumerate(x.shape)]
         y_before = y.shrink(bounds).pad([(int(i == axis), 0) for i in range(x.ndim)], value=1)    # (1 before the row)
-        at_first = before.logical_not().where(grad_output * after, 0).sum(axis, keepdim=True)   # (in order, as PyTorch)
+        # (up to the next zero: a product past it is 0, not 0 times an inf or NaN of g; summed in order, as PyTorch)
+        at_first = (zeros == 1).where(grad_output * after, 0).sum(axis, keepdim=True)
         at_first = first.where(y_before * at_first, 0)
         following = before.where(grad_output * y, 0).flip(axis).cumsum(axis).flip(axis)      # (the sums over j >= i)
         return before.where(following / x, at_first)

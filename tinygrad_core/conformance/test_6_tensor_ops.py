@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tinygrad_core.conformance.harness import assert_close, numeric_gradient
+from tinygrad_core.dtype import dtypes
 
 rng = np.random.default_rng(6)
 
@@ -119,3 +120,19 @@ def test_forward_and_backward(dut, inputs, fn, reference):
     assert_close(values[0], expected, "forward", rtol=2e-4, atol=2e-5)
     for k, (got, want) in enumerate(zip(values[1:], numeric_gradient(reference, inputs, weights))):
         assert_close(got, want, f"gradient of input {k}", rtol=2e-3, atol=2e-4)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_signed_overflow_wraps_where_the_kernel_reads_it_again(dut, dtype):
+    # integer arithmetic wraps (section 4 checks each op alone); in one kernel, a C compiler that takes signed
+    # overflow as undefined may fold (x + 1) < 0 to false at the largest x: OpenCL C's did
+    if not dut.supports(dtypes.from_np(np.dtype(dtype))):
+        pytest.skip(f"{dut.name} doesn't declare {dtype}")
+    big = np.iinfo(dtype).max
+    x = dut.tensor(np.array([big, big - 1, -5], dtype=dtype))
+    values = dut.realize_or_compile((x + 1) < 0, (x * 2) < 0, (-x - 2) > 0)
+    if values is None:
+        return
+    assert values[0].tolist() == [True, False, True], values[0]       # (numpy's, wrapping)
+    assert values[1].tolist() == [True, True, True], values[1]
+    assert values[2].tolist() == [True, False, True], values[2]

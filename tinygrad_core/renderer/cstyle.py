@@ -56,6 +56,10 @@ BASE_CODE_FOR_OP: dict[Ops, Callable] = {
 }
 
 
+# the signed integer ops that overflow, as they are written through the unsigned type (CKernel.alu)
+WRAPPED = {Ops.ADD: "{}+{}", Ops.SUB: "{}-{}", Ops.MUL: "{}*{}", Ops.MULACC: "{}*{}+{}"}
+
+
 def neighbour_groups(uops: list[UOp], widths: tuple[int, ...]) -> dict[UOp, tuple[UOp, ...]]:
     """LOADs (and STOREs) that one vector access can replace: each member -> its group, in lane order.
 
@@ -114,6 +118,7 @@ class CKernel:
                         u.src[2].dtype) not in (dtypes.bool, *self.float_computed)}
         # a group of vector loads -> the vector's name; a group of vector stores -> how many have come
         self.vector_names, self.stores_waiting = {}, {}
+        self.from_memory: set[UOp] = set()          # the values computed from a load (not an index's arithmetic)
 
     def __getattr__(self, name: str):
         return getattr(self.renderer, name)
@@ -124,6 +129,8 @@ class CKernel:
             if write is None:
                 raise NotImplementedError(f"{type(self.renderer).__name__} can't render {u.op} (uop {u})")
             self.names[u] = write(self, u, [self.names.get(s) for s in u.src])
+            if u.op is Ops.LOAD or any(s in self.from_memory for s in u.src):
+                self.from_memory.add(u)
         return self.function()
 
     def function(self) -> str:
@@ -225,7 +232,15 @@ class CKernel:
                                                      index=self.names[group[0].src[1]]) + ";", src)
 
     def alu(self, u: UOp, src: list[str]) -> str:
-        expression = self.code_for_op[u.op](self, u.dtype, *src)
+        if u.op in WRAPPED and dtypes.is_int(u.dtype) and u.dtype not in UNSIGNED and u.dtype.itemsize >= 4 and \
+                any(s in self.from_memory for s in u.src):
+            # signed overflow is undefined in C, and compilers that can't be told -fwrapv (OpenCL C, nvcc) fold on it
+            # ((x + 1) < 0 became false at x = 2**31-1): a tensor's values wrap through the unsigned type, as REFERENCE
+            unsigned = self.type_names[{4: dtypes.uint32, 8: dtypes.uint64}[u.dtype.itemsize]]
+            wide = [f"(({unsigned}){x})" for x in src]
+            expression = f"(({self.type_names[u.dtype]})({WRAPPED[u.op].format(*wide)}))"
+        else:
+            expression = self.code_for_op[u.op](self, u.dtype, *src)
         if u.dtype in self.float_computed:
             expression = self.round_to(u.dtype, expression)
         return self.declare("alu", u.dtype, expression)
