@@ -650,6 +650,18 @@ def test_cumprod_gradient_at_the_first_zero_stops_at_the_next_zero():
         check(got, expected)
 
 
+def test_a_half_minimums_gradient_stays_half():
+    # an outside fuzzer's: the rule's Python 0.5 for ties made the gradient float32, and the half product rule below
+    # it mixed the two in one op, which LLVM refused to compile ("floating point constant does not have type float")
+    x = np.array([0.1257, -0.1321, 0.6404, 7.5], np.float32)
+    (y, u), (g, h) = both(lambda t: (t.half() * -0.0).minimum(t.half() * -0.0), x, weights=[1.5, 2, -1, 3])
+    check(y, u)
+    check(g, h)
+    (y, u), (g, h) = both(lambda t: t.half().minimum(t.half() * 0 + math.inf) / t.half().cos(), x)
+    check(y, u, rtol=1e-3)
+    check(g, h, rtol=2e-3)
+
+
 def test_a_number_power_differentiates_through_the_numbers_own_power():
     # b ** 1.5 had the derivative 1.5 b^0.5 through 2^(0.5 log2|b|): inf at -inf and +0.0 at -0.0, where PyTorch's
     # scalar pow takes b ** 0.5 as sqrt(b) (NaN and -0.0); (-inf) ** -1 and ** -0.5 had +0.0 for PyTorch's -0.0

@@ -66,7 +66,7 @@ GRADIENTS = {
     Ops.FLIP: lambda g, out, a: (g.flip(out.arg),),
     Ops.CONTIGUOUS: lambda g, out, a: (g,),
     Ops.COPY: lambda g, out, a: (UOp(Ops.COPY, g.dtype, (g,), a.device),),
-    Ops.CUSTOM: lambda g, out, *srcs: out.arg._backward_uops(g),
+    Ops.CUSTOM: lambda g, out, *srcs: out.arg._backward_uops(g, srcs[1:]),
 }
 # ops with no gradient: comparisons, integer ops, bit ops, DETACH, ASSIGN, ...
 
@@ -111,7 +111,10 @@ class Function:
         # (not a leaf: realizing it keeps the graph back to its inputs)
         return type(tensors[0])(UOp(Ops.CUSTOM, out.dtype, (out.uop,) + tuple(t.uop for t in tensors), fn))
 
-    def _backward_uops(self, g: UOp) -> tuple:
+    def _backward_uops(self, g: UOp, inputs: tuple) -> tuple:
         grads = self.backward(self.tensor_type(g))     # a Tensor, built through the inputs' class
         grads = grads if isinstance(grads, (tuple, list)) else (grads,)
-        return (None,) + tuple(None if gr is None else gr.uop for gr in grads)
+        # each in its input's dtype: a Python float in backward promotes a half gradient to float32, and the rules
+        # below it would mix the two in one op (a half minimum's gradient failed to compile)
+        return (None,) + tuple(None if gr is None else gr.uop.cast(x.dtype) if gr.dtype != x.dtype else gr.uop
+                               for gr, x in zip(grads, inputs))
