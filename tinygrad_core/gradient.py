@@ -116,5 +116,4 @@ class Function:
         grads = grads if isinstance(grads, (tuple, list)) else (grads,)
         # each in its input's dtype: a Python float in backward promotes a half gradient to float32, and the rules
         # below it would mix the two in one op (a half minimum's gradient failed to compile)
-        return (None,) + tuple(None if gr is None else gr.uop.cast(x.dtype) if gr.dtype != x.dtype else gr.uop
-                               for gr, x in zip(grads, inputs))
+        return (None,) + tuple(None if gr is None else gr.uop.cast(x.dtype) for gr, x in zip(grads, inputs))

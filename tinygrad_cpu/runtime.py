@@ -37,7 +37,7 @@ RECHECK = 8192
 # A wake-up measured slower than this is suspect: another CPU was held for a moment (another library's threads
 # spinning down after their work: numpy's BLAS holds them that long after a matmul), and every plan made with it would
 # keep kernels on one thread until the next recheck. The recheck then comes after SUSPECT_RECHECK launches, twice as
-# many each time the wake-up stays that slow.
+# many each time the wake-up stays that slow (up to RECHECK).
 SUSPECT_WAKE_S = 1e-4
 SUSPECT_RECHECK = 64
 # what the wake-up cost is measured on: a kernel that does nothing
@@ -286,7 +286,7 @@ class _Launcher:
     _native: _Native | None = None
     _workers: list[_Worker] = []
     _wake_cost: float | None = None
-    next_recheck, suspect_gap = RECHECK, SUSPECT_RECHECK // 2
+    next_recheck, slow_in_a_row = RECHECK, 0
     _library_ids = itertools.count()
     _programs: weakref.WeakSet = weakref.WeakSet()
     launches = 0
@@ -349,9 +349,11 @@ class _Launcher:
                 return statistics.median(times)
             cost = median_s(lambda: cls.split(empty, [], split)) - median_s(lambda: empty.function(0, 1))
             cls._wake_cost = max(cost, 1e-7)
-            cls.suspect_gap = min(2 * cls.suspect_gap, RECHECK) if cost > SUSPECT_WAKE_S else SUSPECT_RECHECK // 2
             if cost > SUSPECT_WAKE_S:
-                cls.next_recheck = min(cls.next_recheck, cls.launches + cls.suspect_gap)
+                gap = min(SUSPECT_RECHECK << cls.slow_in_a_row, RECHECK)
+                cls.next_recheck, cls.slow_in_a_row = min(cls.next_recheck, cls.launches + gap), cls.slow_in_a_row + 1
+            else:
+                cls.slow_in_a_row = 0
         return cls._wake_cost
 
 

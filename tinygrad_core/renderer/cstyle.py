@@ -128,9 +128,9 @@ class CKernel:
             write = self.OPS.get(u.op) or (CKernel.alu if u.op in self.code_for_op else None)
             if write is None:
                 raise NotImplementedError(f"{type(self.renderer).__name__} can't render {u.op} (uop {u})")
-            self.names[u] = write(self, u, [self.names.get(s) for s in u.src])
             if u.op is Ops.LOAD or any(s in self.from_memory for s in u.src):
                 self.from_memory.add(u)
+            self.names[u] = write(self, u, [self.names.get(s) for s in u.src])
         return self.function()
 
     def function(self) -> str:
@@ -232,11 +232,9 @@ class CKernel:
                                                      index=self.names[group[0].src[1]]) + ";", src)
 
     def alu(self, u: UOp, src: list[str]) -> str:
-        if u.op in WRAPPED and dtypes.is_int(u.dtype) and u.dtype not in UNSIGNED and u.dtype.itemsize >= 4 and \
-                any(s in self.from_memory for s in u.src):
+        if u.op in WRAPPED and u in self.from_memory and (unsigned := self.unsigned_twin(u.dtype)):
             # signed overflow is undefined in C, and compilers that can't be told -fwrapv (OpenCL C, nvcc) fold on it
             # ((x + 1) < 0 became false at x = 2**31-1): a tensor's values wrap through the unsigned type, as REFERENCE
-            unsigned = self.type_names[{4: dtypes.uint32, 8: dtypes.uint64}[u.dtype.itemsize]]
             wide = [f"(({unsigned}){x})" for x in src]
             expression = f"(({self.type_names[u.dtype]})({WRAPPED[u.op].format(*wide)}))"
         else:
@@ -454,11 +452,16 @@ class CStyleRenderer(Renderer):
     def zero(self, dtype: DType) -> str:
         return self.render_const(0, dtype if dtype not in self.float_computed else dtypes.float32)
 
-    def negate(self, dtype: DType, x: str) -> str:
+    def unsigned_twin(self, dtype: DType) -> str | None:
+        """The unsigned type a signed int of 32 or 64 bits wraps through (its overflow is undefined in C); else None."""
         if dtypes.is_int(dtype) and dtype not in UNSIGNED and dtype.itemsize >= 4:
+            return self.type_names[{4: dtypes.uint32, 8: dtypes.uint64}[dtype.itemsize]]
+        return None
+
+    def negate(self, dtype: DType, x: str) -> str:
+        if unsigned := self.unsigned_twin(dtype):
             # through the unsigned type: negating the smallest value wraps, as REFERENCE does, instead of being UB
-            unsigned = {4: dtypes.uint32, 8: dtypes.uint64}[dtype.itemsize]
-            return f"(({self.type_names[dtype]})(0-({self.type_names[unsigned]}){x}))"
+            return f"(({self.type_names[dtype]})(0-({unsigned}){x}))"
         return f"(-{x})"
 
     def int_division(self, op: Ops, dtype: DType, a: str, b: str) -> str:

@@ -212,7 +212,7 @@ def test_a_slow_wake_up_is_measured_again_soon_and_less_soon_each_time_it_stays_
     # (one measured while numpy's BLAS threads still spun after a matmul kept a 512 matmul on one thread: half speed)
     x = Tensor(np.arange(13, dtype=np.float32), device="CPU").realize()
     monkeypatch.setattr(runtime, "SUSPECT_WAKE_S", 0.0)                   # every wake-up is suspect
-    monkeypatch.setattr(runtime._Launcher, "suspect_gap", runtime.SUSPECT_RECHECK // 2)
+    monkeypatch.setattr(runtime._Launcher, "slow_in_a_row", 0)
     runtime._Launcher.recheck()
     with Context(TINYGRAD_CPU_THREADS=2):
         runtime._Launcher.wake_cost()
