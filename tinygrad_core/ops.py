@@ -150,6 +150,12 @@ class Unique:
     """An arg that makes a node unlike any other (nodes are otherwise shared when they are built the same way)."""
 
 
+def arg_key(arg):
+    """arg as a key: -0.0 == 0.0 in Python, but they are different constants; NaN != NaN, but it is one constant (of
+    its sign)."""
+    return (arg if arg == arg else "nan", math.copysign(1.0, arg)) if isinstance(arg, float) else arg
+
+
 class UOpMeta(type):
     # key -> a weak reference to the node: a plain dict of them (a WeakValueDictionary's Python layers cost more than
     # making the node itself; the JIT makes new nodes on every replay)
@@ -158,9 +164,7 @@ class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src=(), arg=None):
         if op is Ops.CONST and dtype == dtypes.bool and isinstance(arg, (int, float)):
             arg = bool(arg)        # one constant False, not a False and a 0 that whichever came first would stand for
-        # -0.0 == 0.0 in Python, but they are different constants; NaN != NaN, but it is one constant (of its sign)
-        value = (arg if arg == arg else "nan", math.copysign(1.0, arg)) if isinstance(arg, float) else arg
-        key = (op, dtype, src, value)
+        key = (op, dtype, src, arg_key(arg))
         try:
             if (ref := UOpMeta.cache.get(key)) is not None and (found := ref()) is not None:
                 return found

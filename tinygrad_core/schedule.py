@@ -17,7 +17,7 @@ from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import prod
-from tinygrad_core.ops import Ops, UOp, GroupOp, dependency_order, reachable
+from tinygrad_core.ops import Ops, UOp, GroupOp, arg_key, dependency_order, reachable
 
 
 @dataclass
@@ -57,11 +57,70 @@ def _resolve(u: UOp, planned: dict[UOp, UOp] | None = None) -> UOp:
     return found if found is not None else realized.get(u, u)
 
 
+# what was planned for each graph structure (`_structure`) met lately: a graph built again the same way over other
+# buffers (an eager loop's matmul, a forward pass per batch) gets its kernels without planning them again
+recipes: dict[tuple, list[tuple]] = {}
+MOST_RECIPES = 256
+NOT_REPLAYED = (Ops.ASSIGN, Ops.COPY)     # writes and transfers
+
+
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
-    """The items that compute outs, in run order (the steps are named in the module docstring)."""
-    outs, order, was = _lay_out(outs := [_resolve(u) for u in outs], _graph_order(outs))
-    plan = _find_roots(outs, order)
-    return _build_items(_order_roots(plan.roots, {u: i for i, u in enumerate(order)}, plan.is_root), plan.is_root, was)
+    """The items that compute outs, in run order (the steps are named in the module docstring), from the recipe of a
+    graph of the same structure where there is one."""
+    key, leaves = _structure(outs := [_resolve(u) for u in outs], order := _graph_order(outs))
+    if (recipe := recipes.get(key)) is not None:
+        return _replay(recipe, order, leaves)
+    laid, laid_order, was = _lay_out(outs, order)
+    plan = _find_roots(laid, laid_order)
+    items = _build_items(_order_roots(plan.roots, {u: i for i, u in enumerate(laid_order)}, plan.is_root),
+                         plan.is_root, was)
+    if key is not None and len(items) == len(plan.roots) and (recipe := _recipe(items, order, leaves)) is not None:
+        if len(recipes) >= MOST_RECIPES:
+            recipes.clear()
+        recipes[key] = recipe
+    return items
+
+
+def _structure(outs: list[UOp], order: list[UOp]) -> tuple[tuple | None, list[Buffer]]:
+    """A key for how the graph is built: each node's op, type, arg and sources by their place in order, a buffer by
+    when it is first read (with its size, type and device), so that every decision of planning is the same for two
+    graphs with one key (a custom op's function is named by its class: planning reads only its forward graph). And the
+    buffers, in that order. The key is None for a graph that NOT_REPLAYED rules out."""
+    at, leaves = {u: i for i, u in enumerate(order)}, {}
+
+    def place(u: UOp):
+        if (u := _resolve(u)).op is not Ops.BUFFER:
+            return at[u]
+        return -1 - leaves.setdefault(buf := u.arg[0], len(leaves)), buf.size, buf.dtype, buf.device
+    if any(u.op in NOT_REPLAYED for u in order):
+        return None, []
+    return (tuple((u.op, u.dtype, type(u.arg) if u.op is Ops.CUSTOM else arg_key(u.arg), tuple(map(place, u.src)))
+                  for u in order),
+            tuple(map(place, outs))), list(leaves)
+
+
+def _recipe(items: list[ScheduleItem], order: list[UOp], leaves: list[Buffer]) -> list[tuple] | None:
+    """Per item: its kernel, its node's place in order (None for a node a layout pass made), where each buffer it reads
+    comes from (>= 0: the graph's buffer there; < 0: an earlier item's output), its output's device, size, type and
+    shape. None unless every item writes a buffer of its own, with no Variable's value."""
+    at, slot, made, recipe = {u: i for i, u in enumerate(order)}, {b: i for i, b in enumerate(leaves)}, {}, []
+    for item in items:
+        if item.var_vals or (out := item.bufs[0]) in slot or any(b not in slot and b not in made for b in item.bufs[1:]):
+            return None
+        made[out] = -1 - len(recipe)
+        recipe.append((item.ast, at.get(item.node), tuple(slot.get(b, made.get(b)) for b in item.bufs[1:]),
+                       out.device, out.size, out.dtype, item.node.shape))
+    return recipe
+
+
+def _replay(recipe: list[tuple], order: list[UOp], leaves: list[Buffer]) -> list[ScheduleItem]:
+    """The items of a recipe for this graph's nodes and buffers (a node a layout pass made is named by its buffer)."""
+    items = []
+    for ast, place, reads, device, size, dtype, shape in recipe:
+        view = buffer_uop(out := Buffer(device, size, dtype)).reshape(shape)
+        bufs = [out] + [leaves[r] if r >= 0 else items[-1 - r].bufs[0] for r in reads]
+        items.append(ScheduleItem(ast, bufs, view if place is None else order[place], view))
+    return items
 
 
 def _graph_order(outs: list[UOp]) -> list[UOp]:
