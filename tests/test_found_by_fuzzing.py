@@ -693,3 +693,41 @@ def test_minimum_gives_the_side_not_chosen_positive_zero():
     for ours, theirs in ((x, s), (y, t)):
         check(ours.grad.numpy(), theirs.grad)
         assert (np.signbit(ours.grad.numpy()) == np.signbit(theirs.grad.numpy())).all()
+
+
+def test_copysign_has_pytorchs_gradient_at_infinities_and_nan():
+    # the gradient went through abs: -1 at (inf, -1), 0 at a NaN self; PyTorch's is out / self, 0 where self is 0
+    a, b = [inf, nan, 2.0, 0.0, -3.0, -inf], [-1.0, 1.0, nan, -1.0, -0.0, 2.0]
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    x.copysign(y).sum().backward()
+    torch.copysign(s, t).sum().backward()
+    check(x.copysign(y).numpy(), torch.copysign(s, t))
+    check(x.grad.numpy(), s.grad)
+    check(y.grad.numpy(), t.grad)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+def test_an_unsigned_power_takes_the_exponents_top_bit(dtype):
+    # the bits of an unsigned exponent went up to the top one but one (a signed type's sign): 134 ** 134 was
+    # 134 ** 6 = 64 in uint8 (PyTorch: 0)
+    bits = 8 * np.dtype(dtype).itemsize
+    base, exponent = np.array([134, 6, 3, 2], dtype), np.array([134, 2 ** (bits - 1) + 1, 7, 2 ** (bits - 1)], dtype)
+    got = Tensor(base).pow(Tensor(exponent)).numpy()
+    expected = [pow(int(b), int(e), 2 ** bits) for b, e in zip(base, exponent)]
+    np.testing.assert_array_equal(got, np.array(expected, dtype))
+
+
+def test_logaddexp_keeps_a_small_log1p():
+    # log(1 + e^-16) rounded 1 + e^-16 first: 1.19e-7 for 1.07e-7, and 0 for log(1 + e^-20) = 2.06e-9
+    a, b = [-16.054178, -20.0, -100.0, 3.0, -inf], [0.0, 0.0, 0.0, 1e-3, 0.0]
+    check(Tensor(a).logaddexp(Tensor(b)).numpy(), torch.logaddexp(torch.tensor(a), torch.tensor(b)), rtol=1e-6)
+
+
+def test_softplus_past_its_threshold_has_the_gradient_of_x():
+    # the value was x past beta x > threshold, as PyTorch's, but the gradient stayed sigmoid(beta x)
+    for beta, threshold in ((1.0, 1.0), (2.0, 3.0), (0.5, 20.0)):
+        (y, u), (g, h) = both(lambda x: x.softplus(beta, threshold) if isinstance(x, Tensor) else
+                              F.softplus(x, beta, threshold), [2.0, 0.5, -1.0, 1.6, 45.0])
+        check(y, u, rtol=1e-6)
+        check(g, h, rtol=1e-6)

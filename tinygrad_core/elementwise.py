@@ -79,10 +79,14 @@ class ElementwiseOps:
     def acosh(self) -> Tensor: return _smooth(self, _acosh, lambda x: (x * x - 1).rsqrt())      # noqa: E704
     def atanh(self) -> Tensor: return _smooth(self, _atanh, lambda x: 1 / (1 - x * x))          # noqa: E704
     def copysign(self, other) -> Tensor:
-        """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
+        """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign, with its gradient:
+        out / self, 0 where self is 0 (NaN at an infinite or NaN self), and none for other."""
         a, b = (t._float() for t in self._to_operand(other))      # (promoted first: int8 with float16 is float16)
-        negative = b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0
-        return negative.where(-a.abs(), a.abs())
+
+        def value(a, b):
+            return (b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0).where(-a.abs(), a.abs())
+        return _Smooth.apply(a, b, value=value,
+                             derivative=lambda a, b: ((a == 0).where(0.0, value(a, b) / a), b.zeros_like()))
 
     @in_float32                      # (exact in float32, and a remainder of 16-bit floats fits their type)
     def fmod(self, x) -> Tensor:
@@ -95,7 +99,7 @@ class ElementwiseOps:
     def logaddexp(self, other) -> Tensor:
         a, b = (t._float() for t in self._to_operand(other))
         m = a.maximum(b)
-        out = m + (-(a - b).abs()).exp().add(1).log()
+        out = m + _log1p((-(a - b).abs()).exp())
         return (m.isinf() & (a == b)).where(m, out)      # inf - inf would be NaN: equal infinities are themselves
     def sqrt(self) -> Tensor: return self._float()._unary(Ops.SQRT)               # noqa: E704
     def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()                    # noqa: E704
@@ -203,14 +207,13 @@ class ElementwiseOps:
 
     @in_float32                      # (as PyTorch's: b x overflows 16 bits, and e^-|bx| goes subnormal in them)
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-        # log(1 + e^(bx)) / b as bx+ + log1p(e^-|bx|) (no overflow), log1p(y) as log(u) y / (u - 1), u = 1 + y (log(u)
-        # alone loses y: softplus(-88) was 0, not 6e-39), and x itself past bx > threshold, as PyTorch's (b x / b
-        # overflowed at x = 3e38, b = 2); the derivative is sigmoid(bx)
+        # log(1 + e^(bx)) / b as bx+ + log1p(e^-|bx|) (no overflow; log(1 + y) alone loses y: softplus(-88) was 0,
+        # not 6e-39), and x itself past bx > threshold, as PyTorch's (b x / b overflowed at x = 3e38, b = 2); the
+        # derivative is sigmoid(bx), and 1 past the threshold
         def value(x):
-            y = (-(x * beta).abs()).exp()
-            soft = ((x * beta).maximum(0) + (1 + y == 1).where(y, (1 + y).log() * y / (1 + y - 1))) * (1 / beta)
+            soft = ((x * beta).maximum(0) + _log1p((-(x * beta).abs()).exp())) * (1 / beta)
             return (x * beta > threshold).where(x, soft)
-        return _smooth(self, value, lambda x: (x * beta).sigmoid())
+        return _smooth(self, value, lambda x: (x * beta > threshold).where(1.0, (x * beta).sigmoid()))
 
     def mish(self) -> Tensor:
         # PyTorch's derivative: through the composition, x = -3.4e38 meets softplus's e^x = 0 as inf * 0 = NaN
@@ -375,6 +378,13 @@ def _fmod(a: Tensor, b: Tensor) -> Tensor:
     # r 2^eb in two exact products: r 2^-mbits and 2^(eb + mbits) are normal floats, and r 2^eb is representable
     r = r * 2.0 ** -mbits * _pow2(eb + mbits, a.dtype)
     return (a.abs() < b.abs()).where(a, (a.isfinite() & b.isfinite() & (b != 0)).where((a < 0).where(-r, r), math.nan))
+
+
+def _log1p(y: Tensor) -> Tensor:
+    """log(1 + y) without losing a small y to the rounding of 1 + y (log(1 + 1e-7) in float32 is 1.19e-7, log(1 + 1e-9)
+    is 0): Goldberg's log(u) y / (u - 1), with u = 1 + y as rounded."""
+    u = 1 + y
+    return (u == 1).where(y, u.log() * y / (u - 1))
 
 
 def _expm1(x: Tensor) -> Tensor:

@@ -1044,7 +1044,7 @@ def _int_pow(base: Tensor, exponent) -> Tensor:
             out, square, exponent = (out * square if exponent & 1 else out), square * square, exponent >> 1
         return out
     exponent = exponent.cast(base.dtype)
-    for bit in range(8 * base.dtype.itemsize - 1):
+    for bit in range(8 * base.dtype.itemsize - (not dtypes.is_unsigned(base.dtype))):    # (a signed one's sign: below)
         out = ((exponent >> bit) & 1).where(out * square, out)
         square = square * square
     inverse = (base == 1).where(1, (base == -1).where(1 - 2 * (exponent & 1), 0)).cast(base.dtype)
