@@ -718,10 +718,17 @@ def test_an_unsigned_power_takes_the_exponents_top_bit(dtype):
     np.testing.assert_array_equal(got, np.array(expected, dtype))
 
 
-def test_logaddexp_keeps_a_small_log1p():
+def test_logaddexp_keeps_a_small_log1p_and_has_pytorchs_gradient():
     # log(1 + e^-16) rounded 1 + e^-16 first: 1.19e-7 for 1.07e-7, and 0 for log(1 + e^-20) = 2.06e-9
-    a, b = [-16.054178, -20.0, -100.0, 3.0, -inf], [0.0, 0.0, 0.0, 1e-3, 0.0]
-    check(Tensor(a).logaddexp(Tensor(b)).numpy(), torch.logaddexp(torch.tensor(a), torch.tensor(b)), rtol=1e-6)
+    # and its gradient is PyTorch's: through log1p's unchosen branch, e^-|a - b| = 0 next to 1 divided by zero (NaN)
+    a, b = [-16.054178, -20.0, -100.0, 3.0, -inf, 0.0, 0.0, 1.0, inf], [0.0, 0.0, 0.0, 1e-3, 0.0, 236.0, -1e30, 0.5, inf]
+    x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    s, t = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    x.logaddexp(y).backward(Tensor([1.0] * 7 + [inf, 1.0]))
+    torch.logaddexp(s, t).backward(torch.tensor([1.0] * 7 + [inf, 1.0]))
+    check(x.logaddexp(y).numpy(), torch.logaddexp(s, t), rtol=1e-6)
+    check(x.grad.numpy(), s.grad, rtol=1e-6)
+    check(y.grad.numpy(), t.grad, rtol=1e-6)
 
 
 def test_softplus_past_its_threshold_has_the_gradient_of_x():

@@ -97,10 +97,15 @@ class ElementwiseOps:
         return _Smooth.apply(a, b, value=_fmod, derivative=lambda a, b: (1.0, -(a / b).trunc()))    # (PyTorch's)
 
     def logaddexp(self, other) -> Tensor:
+        """log(e^a + e^b) as max + log1p(e^-|a - b|), with PyTorch's gradient 1 / (1 + e^(b - a)) (through the
+        composition, log1p's unchosen branch divides by zero where e^-|a - b| is 0 next to 1)."""
+        def value(a, b):
+            m = a.maximum(b)
+            out = m + _log1p((-(a - b).abs()).exp())
+            return (m.isinf() & (a == b)).where(m, out)      # inf - inf would be NaN: equal infinities are themselves
         a, b = (t._float() for t in self._to_operand(other))
-        m = a.maximum(b)
-        out = m + _log1p((-(a - b).abs()).exp())
-        return (m.isinf() & (a == b)).where(m, out)      # inf - inf would be NaN: equal infinities are themselves
+        return _Smooth.apply(a, b, value=value,
+                             derivative=lambda a, b: (1 / (1 + (b - a).exp()), 1 / (1 + (a - b).exp())))
     def sqrt(self) -> Tensor: return self._float()._unary(Ops.SQRT)               # noqa: E704
     def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()                    # noqa: E704
     def reciprocal(self) -> Tensor: return self._float()._unary(Ops.RECIP)        # noqa: E704
