@@ -86,7 +86,7 @@ class ElementwiseOps:
         def value(a, b):
             return (b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0).where(-a.abs(), a.abs())
         return _Smooth.apply(a, b, value=value,
-                             derivative=lambda a, b: ((a == 0).where(0.0, value(a, b) / a), b.zeros_like()))
+                             derivative=lambda a, b: ((a == 0).where(0.0, value(a, b) / a), None))
 
     @in_float32                      # (exact in float32, and a remainder of 16-bit floats fits their type)
     def fmod(self, x) -> Tensor:
@@ -416,7 +416,9 @@ class _Smooth(Function):
 
     def backward(self, grad_output):
         d = self.derivative(*map(self.tensor_type, self.xs))
-        return tuple(grad_output * di for di in d) if isinstance(d, tuple) else grad_output * d
+        # (None: no gradient, zeros even where grad_output is inf or NaN)
+        return tuple(grad_output.zeros_like() if di is None else grad_output * di for di in d) \
+            if isinstance(d, tuple) else grad_output * d
 
 
 class _Log(_Smooth):
