@@ -87,6 +87,9 @@ OPS = {
     **{name: (f"({{a}} {symbol} {{b}})", None, _broadcast_partner) for name, symbol in
        (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/"))},
     "maximum": ("{a}.maximum({b})", "torch.maximum({a}, {b})", _broadcast_partner),
+    "logaddexp": ("{a}.logaddexp({b})", "torch.logaddexp({a}, {b})", _broadcast_partner),
+    "copysign": ("{a}.copysign({b})", "torch.copysign({a}, {b})", _broadcast_partner),
+    "softplus": ("{a}.softplus(2.0, 3.0)", "torch.nn.functional.softplus({a}, 2.0, 3.0)", None),
     "where_lt": ("({a} < {b}).where({a}, {b})", "torch.where({a} < {b}, {a}, {b})", _broadcast_partner),
     "matmul": ("({a} @ {b})", None, lambda rng, shape: _fresh((shape[-1], rng.choice(SIDES)))),
     "cat": ("{a}.cat({b}, dim={dim})", "torch.cat([{a}, {b}], {dim})", _cat_partner),
