@@ -67,48 +67,49 @@ NOT_REPLAYED = (Ops.ASSIGN, Ops.COPY)     # writes and transfers
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     """The items that compute outs, in run order (the steps are named in the module docstring), from the recipe of a
     graph of the same structure where there is one."""
-    key, leaves = _structure(outs := [_resolve(u) for u in outs], order := _graph_order(outs))
+    key, at, slots = _structure(outs := [_resolve(u) for u in outs], order := _graph_order(outs))
     if (recipe := recipes.get(key)) is not None:
-        return _replay(recipe, order, leaves)
+        return _replay(recipe, order, list(slots))
     laid, laid_order, was = _lay_out(outs, order)
     plan = _find_roots(laid, laid_order)
     items = _build_items(_order_roots(plan.roots, {u: i for i, u in enumerate(laid_order)}, plan.is_root),
                          plan.is_root, was)
-    if key is not None and len(items) == len(plan.roots) and (recipe := _recipe(items, order, leaves)) is not None:
+    if key is not None and len(items) == len(plan.roots) and (recipe := _recipe(items, at, slots)) is not None:
         if len(recipes) >= MOST_RECIPES:
             recipes.clear()
         recipes[key] = recipe
     return items
 
 
-def _structure(outs: list[UOp], order: list[UOp]) -> tuple[tuple | None, list[Buffer]]:
+def _structure(outs: list[UOp], order: list[UOp]) -> tuple[tuple | None, dict[UOp, int], dict[Buffer, int]]:
     """A key for how the graph is built: each node's op, type, arg and sources by their place in order, a buffer by
     when it is first read (with its size, type and device), so that every decision of planning is the same for two
-    graphs with one key (a custom op's function is named by its class: planning reads only its forward graph). And the
-    buffers, in that order. The key is None for a graph that NOT_REPLAYED rules out."""
-    at, leaves = {u: i for i, u in enumerate(order)}, {}
+    graphs with one key (a custom op's function is named by its class: planning reads only its forward graph). And
+    each node's place, and each buffer's. The key is None for a graph that NOT_REPLAYED rules out."""
+    at, slots = {u: i for i, u in enumerate(order)}, {}
 
     def place(u: UOp):
         if (u := _resolve(u)).op is not Ops.BUFFER:
             return at[u]
-        return -1 - leaves.setdefault(buf := u.arg[0], len(leaves)), buf.size, buf.dtype, buf.device
+        return -1 - slots.setdefault(buf := u.arg[0], len(slots)), buf.size, buf.dtype, buf.device
     if any(u.op in NOT_REPLAYED for u in order):
-        return None, []
+        return None, at, slots
     return (tuple((u.op, u.dtype, type(u.arg) if u.op is Ops.CUSTOM else arg_key(u.arg), tuple(map(place, u.src)))
                   for u in order),
-            tuple(map(place, outs))), list(leaves)
+            tuple(map(place, outs))), at, slots
 
 
-def _recipe(items: list[ScheduleItem], order: list[UOp], leaves: list[Buffer]) -> list[tuple] | None:
+def _recipe(items: list[ScheduleItem], at: dict[UOp, int], slots: dict[Buffer, int]) -> list[tuple] | None:
     """Per item: its kernel, its node's place in order (None for a node a layout pass made), where each buffer it reads
     comes from (>= 0: the graph's buffer there; < 0: an earlier item's output), its output's device, size, type and
     shape. None unless every item writes a buffer of its own, with no Variable's value."""
-    at, slot, made, recipe = {u: i for i, u in enumerate(order)}, {b: i for i, b in enumerate(leaves)}, {}, []
+    made, recipe = {}, []
     for item in items:
-        if item.var_vals or (out := item.bufs[0]) in slot or any(b not in slot and b not in made for b in item.bufs[1:]):
+        out = item.bufs[0]
+        if item.var_vals or out in slots or any(b not in slots and b not in made for b in item.bufs[1:]):
             return None
         made[out] = -1 - len(recipe)
-        recipe.append((item.ast, at.get(item.node), tuple(slot.get(b, made.get(b)) for b in item.bufs[1:]),
+        recipe.append((item.ast, at.get(item.node), tuple(slots.get(b, made.get(b)) for b in item.bufs[1:]),
                        out.device, out.size, out.dtype, item.node.shape))
     return recipe
 
