@@ -97,6 +97,17 @@ def test_random_crop_and_flip():
     assert 20 < sum(mirrored) < 80
 
 
+def test_random_crop_cuts_the_window_at_the_drawn_offsets_of_every_channel():
+    x = np.random.default_rng(1).integers(0, 255, (5, 3, 6, 7), dtype=np.uint8)
+    cropped = random_crop(x, (4, 3), padding=2, rng=np.random.default_rng(7))
+    draws = np.random.default_rng(7)
+    top, left = draws.integers(0, 10 - 4 + 1, size=5), draws.integers(0, 11 - 3 + 1, size=5)
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 2), (2, 2)))
+    assert cropped.shape == (5, 3, 4, 3) and cropped.dtype == np.uint8
+    for i in range(5):
+        assert (cropped[i] == padded[i, :, top[i]:top[i] + 4, left[i]:left[i] + 3]).all()
+
+
 def test_batches_shuffle_cover_everything_and_drop_last():
     X, Y = np.arange(10, dtype=np.float32).reshape(10, 1), np.arange(10, dtype=np.int32)
     batches = Batches(X, Y, batch_size=4, shuffle=True, seed=1)
