@@ -250,8 +250,9 @@ def main():
         if "error" in r:
             print(f"{model:6s} {framework:14s} error: {r['error']}")
         else:
+            each = "; ".join(" ".join(f"{s:.2f}" for s in run) for run in r["runs"])
             print(f"{model:6s} {framework:14s} {' '.join(f'{s:6.2f}' for s in r['seconds']):>22s} "
-                  f"{r['accuracy']:8.2f}%")
+                  f"{r['accuracy']:8.2f}%   (each run: {each})")
     for model in args.models.split(","):
         ours, theirs = rows.get((model, "tinygrad_core"), {}), rows.get((model, "torch"), {})
         if "seconds" in ours and "seconds" in theirs:
