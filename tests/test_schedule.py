@@ -369,6 +369,28 @@ def test_cut_pack_panels_copies_far_apart_rows_into_panels_first():
     assert_close((ta @ tb.T).numpy(), a @ b.T, rtol=1e-4, atol=1e-3)
 
 
+def test_cut_split_long_sum_sums_one_vector_of_outputs_over_many_elements_in_parts_first():
+    simd_cpu_only()
+    lanes = Device[Device.DEFAULT].renderer.simd_width // 4          # float32 outputs in one SIMD register
+    (x, big), (tx, tbig) = realized_inputs((256, lanes, 14, 14), (1 << 20,))
+    stats = tx.sum((0, 2, 3), keepdim=True)            # a batchnorm's: a vector of channels over 256x14x14 pixels
+    assert schedule._split_long_sum(stats.uop) is not None
+    parts, total = stats.schedule()
+    assert parts.node.op is Ops.CONTIGUOUS and parts.node.shape == (16, 1, lanes, 1, 1)  # batch cut in 16 parts of 16
+    assert total.node is stats.uop and total.bufs[1:] == [parts.bufs[0]]
+    assert_close(stats.numpy(), x.sum((0, 2, 3), keepdims=True, dtype=np.float64), rtol=1e-5, atol=1e-3)
+    assert kernels_for(tbig.sum()) == 2
+    assert_close(tbig.sum().numpy(), big.sum(dtype=np.float64), rtol=1e-6, atol=1e-3)
+    assert kernels_for(tbig.reshape(lanes, -1).sum(1)) == 2
+    assert kernels_for(tbig.reshape(2 * lanes, -1).sum(1)) == 1     # two registers: tiled over two threads already
+    assert kernels_for(tbig.max()) == 1                # (a sum only)
+    _, (small, odd) = realized_inputs((1 << 16,), (3, 5, 17, 13 * 7 * 61))
+    assert kernels_for(small.sum()) == 1               # too few elements to pay for a second kernel
+    assert kernels_for(odd.sum((0, 2, 3))) == 1        # no reduced axis 16 divides
+    ints = Tensor(np.arange(1 << 18, dtype=np.int32) - (1 << 17))
+    assert kernels_for(ints.sum()) == 2 and ints.sum().item() == -(1 << 17)
+
+
 def test_cut_pack_panels_in_the_backward_where_a_matmul_matches():
     simd_cpu_only()
     (x, w, g), (tx, _, tg) = realized_inputs((8, 1024), (1024, 1024), (8, 1024))

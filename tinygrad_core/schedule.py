@@ -300,7 +300,29 @@ def _rows_and_columns(view: UOp) -> tuple[UOp, tuple[int, ...]] | None:
     return found[0], tuple(view.arg.index(a) if view.op is Ops.PERMUTE else big[small.index(a)] for a in found[1])
 
 
-LAYOUTS = (_pack_panels,)
+SPLIT_ELEMENTS = 1 << 17      # a sum of one SIMD vector's outputs over this many elements is summed in parts first
+SPLIT_PARTS = 16
+
+
+def _split_long_sum(u: UOp) -> UOp | None:
+    """A sum to no more outputs than one SIMD register holds (Renderer.simd_width, the hook asked here) over many
+    elements (a batchnorm's statistics: 16 channels over 128x14x14 pixels, or a whole tensor's sum): as one kernel it
+    is one register tile, which a backend runs on one thread. Its first reduced axis that SPLIT_PARTS divides is cut
+    into that many parts; a kernel of its own sums each part (SPLIT_PARTS tiles), and the sum of the parts follows.
+    (Wider sums are tiled into as many threads' work already; cut, they changed what the kernels around them fuse.)"""
+    if u.op is not Ops.REDUCE_AXIS or u.arg[0] is not Ops.ADD or not (width := Device[u.device].renderer.simd_width):
+        return None
+    shape, axes = u.src[0].shape, u.arg[1]
+    if not all(isinstance(s, int) for s in shape) or prod(u.shape) * u.dtype.itemsize > width or \
+            prod(shape) < SPLIT_ELEMENTS or \
+            (axis := next((a for a in axes if shape[a] % SPLIT_PARTS == 0), None)) is None:
+        return None
+    cut = shape[:axis] + (SPLIT_PARTS, shape[axis] // SPLIT_PARTS) + shape[axis + 1:]
+    parts = u.src[0].reshape(cut).reduce(Ops.ADD, tuple(a + (a >= axis) for a in axes))
+    return UOp(Ops.CONTIGUOUS, u.dtype, (parts,)).reduce(Ops.ADD, (axis,)).reshape(u.shape)
+
+
+LAYOUTS = (_pack_panels, _split_long_sum)
 
 
 def conv_reads_windows_in_place(windows: UOp, strides: tuple[int, ...]) -> bool:
