@@ -184,3 +184,24 @@ def test_reduce_of_expanded_and_padded():
     check(lambda x: x.pad(((1, 1), (2, 0))).max(1), lambda x: np.pad(x, ((1, 1), (2, 0))).max(1),
           arrays=[rand_array((2, 3), 0.5, 2)])
     check(lambda x: x.flip(1).cumsum(1), lambda x: np.cumsum(x[:, ::-1], axis=1), shapes=[(2, 4)])
+
+
+def test_long_sums_cut_in_parts_keep_pytorchs_values_at_nan_inf_and_in_every_dtype():
+    # sums of a few outputs over 2^17 elements or more are summed in parts first on a SIMD CPU (schedule.py's
+    # _split_long_sum): what comes out must be what one sum gives, special values and dtypes included
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(3).standard_normal((64, 16, 16, 16), dtype=np.float32)
+    x[5, 3, 2, 1], x[60, 5, 0, 0], x[1, 7, 3, 3], x[63, 7, 15, 15] = np.nan, np.inf, -np.inf, np.inf
+    x[:, 9] = -0.0
+    for axes in ((0, 2, 3), (0, 1, 2, 3)):
+        got = Tensor(x).sum(axes).numpy()
+        want = torch.from_numpy(x).sum(axes).numpy()
+        assert_close(got, want, rtol=1e-5, atol=1e-3)       # (NaN where PyTorch has NaN, inf where it has inf)
+    assert np.signbit(Tensor(x).sum((0, 2, 3)).numpy()[9]) == np.signbit(torch.from_numpy(x).sum((0, 2, 3))[9].item())
+    assert_close(Tensor(x).permute(1, 0, 2, 3).mean((1, 2, 3)).numpy(), torch.from_numpy(x).mean((0, 2, 3)).numpy(),
+                 rtol=1e-5, atol=1e-5)
+    half = np.random.default_rng(4).uniform(-1, 1, (1 << 18, 2)).astype(np.float16)
+    got, want = Tensor(half).sum(0).numpy(), torch.from_numpy(half).sum(0).numpy()   # (float32 inside, both)
+    assert got.dtype == want.dtype == np.float16 and np.abs(got - want).max() <= 0.25        # (an ulp at 300)
+    ints = np.full(1 << 18, 2**30 + 7, dtype=np.int32)
+    assert Tensor(ints).sum().item() == int(ints.sum(dtype=np.int32))                 # wraps as int32 adds do
