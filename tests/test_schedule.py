@@ -352,8 +352,9 @@ def simd_cpu_only():
         pytest.skip(f"{Device.DEFAULT} is no SIMD CPU backend: matmul operands are packed for those only")
 
 
-def test_cut_pack_panels_copies_far_apart_rows_into_panels_first():
+def test_cut_pack_panels_copies_far_apart_rows_into_panels_first(monkeypatch):
     simd_cpu_only()
+    monkeypatch.setattr(schedule, "recipes", {})     # planned here, not replayed from an earlier test's matmul
     (a, b), (ta, tb) = realized_inputs((1024, 1024), (1024, 1024))
     out = ta @ tb                                      # b's rows lie 4 KiB apart: read down its columns
     product_sum = out.uop.src[0]                       # (Tensor.dot builds the plain product; the pass rewrites it)
