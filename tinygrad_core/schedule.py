@@ -16,7 +16,7 @@ import weakref
 from tinygrad_core.codegen import symbolic as sym
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import prod
+from tinygrad_core.helpers import all_int, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp, arg_key, dependency_order, reachable
 
 
@@ -313,7 +313,7 @@ def _split_long_sum(u: UOp) -> UOp | None:
     if u.op is not Ops.REDUCE_AXIS or u.arg[0] is not Ops.ADD or not (width := Device[u.device].renderer.simd_width):
         return None
     shape, axes = u.src[0].shape, u.arg[1]
-    if not all(isinstance(s, int) for s in shape) or prod(u.shape) * u.dtype.itemsize > width or \
+    if not all_int(shape) or prod(u.shape) * u.dtype.itemsize > width or \
             prod(shape) < SPLIT_ELEMENTS or \
             (axis := next((a for a in axes if shape[a] % SPLIT_PARTS == 0), None)) is None:
         return None
