@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygrad_core import Tensor
+import pytest
+
+from tinygrad_core import Device, Tensor
 from tinygrad_core.conformance.harness import numeric_gradient
 
 FLOAT_ATOL, FLOAT_RTOL = 1e-5, 1e-4
@@ -79,3 +81,16 @@ def check(tiny_fn, np_fn, shapes=None, arrays=None, grad: bool = True, low: floa
         actual = t.grad.numpy() if t.grad is not None else np.zeros(t.shape, np.float32)
         assert_close(actual, g, grad_atol, grad_rtol, f"gradient of input {n}")
     return out
+
+
+def usable(device: str) -> bool:
+    try:
+        Device[device]
+        return True
+    except Exception:            # noqa: BLE001 (any reason the backend can't start is a reason to skip)
+        return False
+
+
+# the CPU, the reference backend and OpenCL, each skipped where it can't start
+DEVICES = [pytest.param(d, marks=pytest.mark.skipif(not usable(d), reason=f"{d} is not usable here"))
+           for d in ("CPU", "PYTHON", "CL")]

@@ -53,7 +53,6 @@ NO_GRADIENT = {
     Ops.CONST: "a constant",
     Ops.DEVICE: "not a value",
     Ops.DETACH: "stops gradients by definition",
-    Ops.ASSIGN: "a write: gradients don't flow through it",
     Ops.GATHER: "built only by indexing.py's _Gather, a Function: the CUSTOM above it carries the gradient rule",
     Ops.BIND: "an integer Variable",
 }

@@ -4,7 +4,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from tinygrad_core import Device, Tensor, dtypes
+from tinygrad_core import Tensor, dtypes
+from tests.helpers import DEVICES
 
 nan, inf = math.nan, math.inf
 
@@ -485,18 +486,6 @@ def test_division_gradient_does_not_overflow_before_dividing():
     r = x.reciprocal()
     gr, gx = (Tensor([3.0]) * r).sum().gradient(r, x)
     assert gr.numpy().tolist() == [3.0] and gx.numpy().tolist() == [-0.75]
-
-
-def _usable(device: str) -> bool:
-    try:
-        Device[device]
-        return True
-    except Exception:            # noqa: BLE001 (any reason the backend can't start is a reason to skip)
-        return False
-
-
-DEVICES = [pytest.param(d, marks=pytest.mark.skipif(not _usable(d), reason=f"{d} is not usable here"))
-           for d in ("CPU", "PYTHON", "CL")]
 
 
 def same_bits(ours: Tensor, theirs: torch.Tensor):

@@ -31,6 +31,15 @@ def _reduce_grad(g: UOp, out: UOp, a: UOp) -> tuple:
     return (g.expand(a.shape) * rest,)
 
 
+def _assign_grad(g: UOp, out: UOp, target: UOp, value: UOp, view: UOp | None = None) -> tuple:
+    """A write of the whole target passes g to the value; one into a view of it passes the view of g (the same views
+    over g), and what the write left alone passes g on to the target's old value."""
+    if view is None:
+        return None, g
+    written = compute_gradient(view, view.const_like(1.0), {target})[target]      # 1 where the view lies
+    return written.ne(0.0).where(0.0, g), view.view_over(g), None
+
+
 def _sum_out(g: UOp, axes) -> UOp:
     """A gradient summed over broadcast axes; 16-bit floats add up in float32 (as the forward sum does)."""
     wide = g.dtype in (dtypes.float16, dtypes.bfloat16)
@@ -67,8 +76,9 @@ GRADIENTS = {
     Ops.CONTIGUOUS: lambda g, out, a: (g,),
     Ops.COPY: lambda g, out, a: (UOp(Ops.COPY, g.dtype, (g,), a.device),),
     Ops.CUSTOM: lambda g, out, *srcs: out.arg._backward_uops(g, srcs[1:]),
+    Ops.ASSIGN: _assign_grad,
 }
-# ops with no gradient: comparisons, integer ops, bit ops, DETACH, ASSIGN, ...
+# ops with no gradient: comparisons, integer ops, bit ops, DETACH, ...
 
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
@@ -76,7 +86,8 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     # only nodes on a path from root to some target need a gradient
     on_path: dict[UOp, bool] = {}
     for u in root.toposort():
-        on_path[u] = u in targets or any(on_path[s] for s in u.src if u.op not in (Ops.DETACH, Ops.ASSIGN))
+        on_path[u] = u in targets or u.op is not Ops.DETACH and any(on_path[s] for s in u.src[:2 if u.op is Ops.ASSIGN
+                                                                                           else None])
     grads: dict[UOp, UOp] = {root: root_grad}
     for node in reversed(root.toposort()):
         if node not in grads or node.op not in GRADIENTS or not on_path[node]:

@@ -7,8 +7,8 @@ import numpy as np
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import broadcast_shape, make_tuple, prod
 from tinygrad_core.gradient import Function
-from tinygrad_core.ops import Ops, UOp, is_symbolic
-from tinygrad_core.schedule import buffer_of
+from tinygrad_core.ops import GroupOp, Ops, UOp, is_symbolic, reaches
+from tinygrad_core.schedule import buffer_of, storage
 
 SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
@@ -500,6 +500,9 @@ def setitem(t, indices, value):
     one-hot mask over the indexed dims), then assigned (in place when t is realized)."""
     x, tensors, undo = _basic(t, _normalize(t, indices))
     value = value if isinstance(value, type(t)) else type(t)(value, device=t.device, dtype=t.dtype)
+    if value.uop is x.uop:       # t[i] += v: the view t[i] was written in place already
+        return
+    _refuse_other_uses(t, value, x)
     axes, others = [a for a, _ in tensors], [d for d in range(x.ndim) if d not in (a for a, _ in tensors)]
     selection = x.shape
     if tensors:
@@ -516,6 +519,9 @@ def setitem(t, indices, value):
         raise ValueError(f"can't assign a value of shape {value.shape} to a selection of shape {selection} "
                          f"(t[{indices!r}] of a tensor of shape {t.shape}): it must broadcast to the selection")
     value, written = value.cast(t.dtype)._broadcast_to(selection), t.full(x.shape, True, device=t.device)
+    in_buffer = isinstance(t.device, str) and storage(t.uop).op in (Ops.BUFFER, Ops.ASSIGN)
+    if in_buffer and not tensors:        # a view of a buffer: written through
+        return x.assign(value)
     if tensors:
         if not prod(selection):
             return
@@ -529,7 +535,21 @@ def setitem(t, indices, value):
         back = sorted(range(x.ndim), key=(axes + others).__getitem__)
         value, written = value.permute(back), hits.any(0)._broadcast_to(value.shape).permute(back)
     # a lazy target takes the new graph (its gradient then reaches t's inputs and the value), a buffer is written
-    (t.assign if buffer_of(t.uop) is not None else t.replace)(undo(written).where(undo(value.reshape(x.shape)), t))
+    (t.assign if in_buffer or buffer_of(t.uop) is not None else t.replace)(
+        undo(written).where(undo(value.reshape(x.shape)), t))
+
+
+def _refuse_other_uses(t, value, view):
+    """tinygrad's rule: a setitem on a tensor that a lazy graph elsewhere reads (other than the value written, or a
+    view of the same buffer) raises, as the graph would see the new values or the old depending on when it ran."""
+    if not any(u.op is Ops.BUFFER for u in t.uop.toposort()):
+        return
+    reads, shared, inside = reaches({t.uop}), storage(t.uop), set(value.uop.toposort())
+    for other in list(type(t)._live.values()):
+        if other is not t and other is not view and other.uop not in inside and buffer_of(other.uop) is None and reads(other.uop) and \
+                not (shared.op is Ops.BUFFER and other.uop.op in GroupOp.VIEW and storage(other.uop) is shared):
+            raise RuntimeError(f"can't setitem on a tensor of shape {t.shape} that a lazy tensor of shape "
+                               f"{other.shape} reads: realize that one first, or write a clone()")
 
 
 # ---------------------------------------------------------------------------------------------------------------

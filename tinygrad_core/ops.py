@@ -28,7 +28,8 @@ class Ops(Enum):
     CONTIGUOUS = auto()    # forces its source into a buffer of its own
     DETACH = auto()        # identity that stops gradients
     COPY = auto()          # moves a value to another device; arg = device name
-    ASSIGN = auto()        # src = (target, value): write value into target's buffer
+    ASSIGN = auto()        # src = (target, value): write value into target's buffer, or (target, value, view): into
+                           # view, a view (GroupOp.VIEW ops) of target; either way the node is target's value after it
     CUSTOM = auto()        # a user Function: the value of src[0], with arg.backward as its gradient rule
     GATHER = auto()        # src = (x, index): x's elements at index along axis arg (shape: x's, index's in place of
                            # that axis); lowered to a load whose address is read from index (tensor.py's _Gather)
@@ -72,6 +73,7 @@ class GroupOp:
     ALU = UNARY | BINARY | TERNARY
     ELEMENTWISE = ALU | {Ops.CAST, Ops.BITCAST}
     MOVEMENT = {Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+    VIEW = MOVEMENT | {Ops.DETACH}      # what a view of another tensor's memory is made of (t[1:3], t.T, t.detach())
     COMPARISON = {Ops.CMPLT, Ops.CMPNE}
     # what every backend must render: all but the ops the core rewrites into these (codegen/decompose.py's RULES)
     REQUIRED = ELEMENTWISE - {Ops.NEG, Ops.SUB, Ops.FDIV, Ops.MAX, Ops.SHL, Ops.SHR, Ops.MULACC}
@@ -237,6 +239,10 @@ class UOp(metaclass=UOpMeta):
                                             tuple(s.device for s in node.src) if node.op is Ops.MULTI else node.arg)
         return self._device
 
+    def view_over(self, new: UOp) -> UOp:
+        """This view (GroupOp.VIEW ops over a node) with new in place of the node under it."""
+        return self.replace(src=(self.src[0].view_over(new),)) if self.op in GroupOp.VIEW else new
+
     @property
     def base(self) -> UOp:
         """The node under any movement ops."""
@@ -337,6 +343,29 @@ def reachable(roots, stop=None, resolve=None) -> set[UOp]:
             seen.add(node)
             stack.extend(() if stop and stop(node) else node.src)
     return seen
+
+
+def reaches(targets: set[UOp], stop=frozenset(), floats_only=False):
+    """A memoized test "does this graph contain a node of targets?" that doesn't look below ops in stop (nor below
+    nodes that aren't floating point, with floats_only: no gradient flows through those). One memo
+    serves every graph asked about: the graphs of live tensors overlap (gradients share the forward pass)."""
+    memo: dict[UOp, bool] = {}
+
+    def test(root: UOp) -> bool:
+        stack = [(root, False)]
+        while stack:
+            u, sources_done = stack.pop()
+            if u in memo:
+                continue
+            if u in targets or u.op in stop or not u.src or floats_only and not dtypes.is_float(u.dtype):
+                memo[u] = u in targets
+            elif sources_done:
+                memo[u] = any(memo[s] for s in u.src)
+            else:
+                stack.append((u, True))
+                stack.extend((s, False) for s in u.src if s not in memo)
+        return memo[root]
+    return test
 
 
 def Variable(name: str, min_value: int, max_value: int) -> UOp:

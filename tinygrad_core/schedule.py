@@ -50,6 +50,20 @@ def buffer_leaf(view: UOp) -> UOp | None:
     return leaf if leaf.op is Ops.BUFFER else None
 
 
+def settled(u: UOp) -> UOp:
+    """u with the nodes under its views (GroupOp.VIEW) that have been computed replaced by the buffer views holding
+    them: a view of a buffer is then views over the BUFFER node (a view of a lazy graph, over that graph)."""
+    u = realized.get(u, u)
+    return u.replace(src=(settled(u.src[0]),)) if u.op in GroupOp.VIEW else u
+
+
+def storage(u: UOp) -> UOp:
+    """The node under u's views, settled: a BUFFER when u views a buffer, an ASSIGN when it views a pending write."""
+    while (u := realized.get(u, u)).op in GroupOp.VIEW:
+        u = u.src[0]
+    return u
+
+
 def _resolve(u: UOp, planned: dict[UOp, UOp] | None = None) -> UOp:
     """What stands for u's value: the buffer view it is planned to be written to (by the schedule being built) or was
     computed into, else u itself."""
@@ -222,16 +236,23 @@ def _costly_work_read_by_two_kernels(plan: _Plan, root: UOp, u: UOp, repeated: b
 
 
 def _assign_reading_other_elements(plan: _Plan, root: UOp) -> UOp | None:
-    """x.assign(f(x)) is safe when f reads x only at the element being written; otherwise f(x) is computed first.
-    Only what this kernel reads counts: other kernels (an optimizer's update reads the forward pass, which read the
-    weight transposed) have run before the write."""
+    """x.assign(f(x)) is safe when f reads x only at the element being written: through the view written (the same
+    node), or for a write of the whole buffer through reshapes of it. Otherwise f(x) is computed first. Only what this
+    kernel reads counts: other kernels (an optimizer's update reads the forward pass, which read the weight
+    transposed) have run before the write."""
     if root.op is not Ops.ASSIGN:
         return None
-    target = _resolve(root.src[0])
-    # the target's own view of its buffer, down to the buffer: reading through it is reading in place
-    view_chain = reachable([target], lambda u: u.op not in GroupOp.MOVEMENT)
-    reads = [u for u in _kernel_reads(root, plan.is_root) if u.op in GroupOp.MOVEMENT or u.op is Ops.BUFFER]
-    return _resolve(root.src[1]) if any(u.base is target.base and u not in view_chain for u in reads) else None
+    written = _resolve(root.src[2] if len(root.src) > 2 else root.src[0])
+    target = storage(written)
+
+    def elsewhere(u: UOp) -> bool:       # u, the first view of the target on a path down the value, reads elsewhere
+        while u is not written and len(root.src) == 2 and u.op in (Ops.RESHAPE, Ops.DETACH):
+            u = _resolve(u.src[0])
+        return u is not written and (len(root.src) > 2 or u is not target)
+    reads = reachable([root.src[1]], lambda u: u.op is Ops.BUFFER or u in plan.is_root and u is not root or
+                      u.op in GroupOp.VIEW and storage(u) is target, _resolve)
+    return _resolve(root.src[1]) if any(storage(u) is target and elsewhere(u) for u in reads
+                                        if u.op in GroupOp.VIEW or u.op is Ops.BUFFER) else None
 
 
 NODE_CUTS = (_realize_point, _copy_source)
@@ -425,6 +446,9 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
         return ScheduleItem(root, [out] + [buffer_of(s, planned) for s in root.src], root)
     # bufs: out, then each buffer read, in DEFINE_GLOBAL order; var_vals: the values of the Variables unbound from sizes
     bufs, globals_by_buffer, memo, var_vals = [out], {}, {}, {}
+    dest = UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0)
+    if into_view := root.op is Ops.ASSIGN and len(root.src) > 2:   # a write into a view runs over the view, storing
+        globals_by_buffer[out] = dest               # through it (and its reads of the target are of that argument)
 
     def load(buf: Buffer, size=None) -> UOp:
         if buf not in globals_by_buffer:
@@ -464,15 +488,16 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
     value = root.src[1] if root.op is Ops.ASSIGN else root
     if root.op is Ops.ASSIGN and root.src[1] in is_root and _resolve(root.src[1], planned) is root.src[1]:
         raise AssertionError("assign value must be realized first")
-    body = to_ast(value.src[0]) if value.op is Ops.CONTIGUOUS else to_ast(value)
+    body = to_ast(value.src[0]) if value is root and value.op is Ops.CONTIGUOUS else to_ast(value)
+    dest = to_ast(root.src[2]) if into_view else dest
     del to_ast      # (it refers to itself: a cycle that would keep `bufs` allocated until Python's gc next runs)
     # a reshape (or a detach) on top changes no byte of the result: the kernel computes in the shape before it, where
-    # a reduce's output axes are its own (codegen/opts.py tiles a kernel along them)
-    while body.op in (Ops.RESHAPE, Ops.DETACH) and body.src[0].op is not Ops.INPUT:
+    # a reduce's output axes are its own (codegen/opts.py tiles a kernel along them). (Not when stored through a view)
+    while body.op in (Ops.RESHAPE, Ops.DETACH) and body.src[0].op is not Ops.INPUT and not into_view:
         body = body.src[0]
     if body.op is Ops.INPUT:         # a plain copy still needs a shape to index it
         body = body.reshape(sym.unbind(value.shape, var_vals))
-    ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, out.dtype, (), 0), body)),))
+    ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (dest, body)),))
     return ScheduleItem(ast, bufs, root, var_vals=var_vals)
 
 

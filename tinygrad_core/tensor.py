@@ -14,9 +14,9 @@ from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype  # noqa: F401
 from tinygrad_core.gradient import compute_gradient, Function
 from tinygrad_core.helpers import all_int, argfix, broadcast_shape, prod
-from tinygrad_core.ops import Ops, UOp, Unique, is_symbolic
+from tinygrad_core.ops import GroupOp, Ops, UOp, Unique, is_symbolic, reaches
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized
+from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized, settled, storage
 from tinygrad_core.engine.realize import kept_nodes, reachable, recorder, run_schedule
 from tinygrad_core.nn_ops import NNOps
 from tinygrad_core.creation import CreationOps, _checked_shape
@@ -149,12 +149,15 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         # graphs kept reach is kept; the schedule frees every other buffer it makes after its last reader
         needs_graph = _graph_keeper()
         dropping = {id(t) for t in tensors if not needs_graph(t)}
+        # a view of a buffer (or of a write into one) stays a view: what is computed is the write, if any
+        views = {id(t) for t in tensors if t.uop.op in GroupOp.VIEW and storage(t.uop).op in (Ops.BUFFER, Ops.ASSIGN)}
         # (a multi-device tensor is scheduled as its parts, one graph per device: multi.py)
-        schedule, outs = create_schedule(uops := lowered([t.uop for t in tensors])), {id(t) for t in tensors}
+        uops = lowered([storage(t.uop) if id(t) in views else t.uop for t in tensors])
+        schedule, outs = create_schedule(uops), {id(t) for t in tensors}
         run_schedule(schedule, kept_nodes(schedule, uops, [t.uop for t in tensors if id(t) not in dropping],
                                           lambda: [t for t in list(Tensor._live.values()) if id(t) not in outs]))
-        for t in tensors:
-            if (view := realized_view(t.uop)) is not None and id(t) in dropping:
+        for t in tensors:       # (realized_view notes a multi-device value's parts in realized: kept graphs find it)
+            if (view := settled(t.uop) if id(t) in views else realized_view(t.uop)) is not None and id(t) in dropping:
                 t.uop = view
 
     def schedule(self) -> list:
@@ -223,32 +226,53 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return _ContiguousBackward.apply(self)
 
     def assign(self, x) -> Tensor:
-        """Write x into this tensor's buffer (in place: other references to the tensor see the new value)."""
+        """Write x into this tensor's memory, in place. A view (t[1:3], t.T, t.reshape(...), t.detach()) writes into
+        the buffer it views, and every view of that buffer reads the new values afterwards (tinygrad's rule, and
+        PyTorch's); graphs built on the buffer before the write keep the values from before it."""
         x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
-        if x.shape != self.shape:
-            raise ValueError(f"assign shape mismatch: tensor is {self.shape}, value is {x.shape}")
+        try:                         # (x broadcasts, as in tinygrad: t[:3].assign(1.0))
+            x = x.expand(self.shape)
+        except ValueError:
+            raise ValueError(f"assign shape mismatch: tensor is {self.shape}, value is {x.shape}") from None
         if isinstance(self.device, tuple):          # (each device writes its part: multi.py)
             return assign_multi(self, x)
         x = x.cast(self.dtype).to(self.device)
+        if self.uop.op is Ops.BITCAST and (src := self.uop.src[0]).dtype.itemsize == self.dtype.itemsize:
+            # the same bytes written as the source's type, through a view of it (the tensor holding src isn't one)
+            written = Tensor(UOp(Ops.DETACH, src.dtype, (src,))).assign(x.bitcast(src.dtype))
+            self.uop = UOp(Ops.BITCAST, self.dtype, (written.uop,))
+            return self
+        if (pending := storage(self.uop)).op is Ops.ASSIGN:     # one write at a time per buffer: the last one first
+            Tensor(pending).realize()
         # a lazy target gets a buffer of its own first: replacing its graph instead would leave a TinyJit recording
         # (or any graph already built on it) computing the old value. Of its own: realized as the plain graph
         # (Tensor.ones(1)), every later 1.0 of that shape would be read from the buffer written here. So does a
-        # target whose buffer other tensors hold: identical graphs realize into one buffer (zeros(3) twice is one
-        # node), and writing it would change them too
-        if (target := buffer_of(self.uop)) is None or \
-                any(t is not self and buffer_of(t.uop) is target for t in list(Tensor._live.values())):
+        # target whose node another tensor holds too: identical graphs realize into one buffer (zeros(3) twice is
+        # one node), and writing it would change the other
+        view = settled(self.uop)
+        if storage(view).op is not Ops.BUFFER or buffer_of(view) is not None and \
+                any(t is not self and settled(t.uop) is view for t in list(Tensor._live.values())):
             self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), Unique())
-            self.realize()
-        if (target := buffer_of(self.uop)) is None:
+            view = settled(self.realize().uop)
+        if (target := storage(view)).op is not Ops.BUFFER:    # (nothing to hold: an empty tensor)
             self.uop = x.uop
             return self
-        # a graph that was computed into this buffer (Tensor.zeros(()).contiguous()) no longer has its value there:
-        # built again later, it must be computed again, not read from the buffer written here
-        for node, view in list(realized.items()):
-            if node is not self.uop and node.op is not Ops.ASSIGN and view.base.op is Ops.BUFFER and \
-                    view.base.arg[0] is target:
+        if any(u.op is Ops.EXPAND for u in view.toposort() if u.op in GroupOp.VIEW):
+            raise RuntimeError(f"can't write into an expanded view (shape {self.shape}): several of its elements are "
+                               f"one element in memory; clone() it first")
+        # every other view of the buffer reads it after the write from now on
+        views = [(t, other) for t in list(Tensor._live.values()) if t is not self and
+                 (other := settled(t.uop)).op in GroupOp.VIEW | {Ops.BUFFER} and storage(other) is target]
+        # a graph that was computed into this buffer no longer has its value there: built again later, it must be
+        # computed again, not read from the buffer written here
+        for node, held in list(realized.items()):
+            if node.op is not Ops.ASSIGN and storage(held) is target:
                 del realized[node]
-        self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+        whole = buffer_of(view) is not None
+        written = UOp(Ops.ASSIGN, self.dtype, (view, x.uop) if whole else (target, x.uop, view))
+        for t, other in views:
+            t.uop = other.view_over(written.reshape(target.shape))
+        self.uop = written if whole else view.view_over(written)
         return self
 
     # ---- autograd ----
@@ -714,7 +738,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         shape = _checked_shape(argfix(shape, *args), "expand sizes", negative_ok=True)
         base = (1,) * (len(shape) - self.ndim) + self.shape
         new = tuple(b if s == -1 and i >= len(shape) - self.ndim else s for i, (s, b) in enumerate(zip(shape, base)))
-        if len(shape) < self.ndim or any(s < 0 or b != 1 and b != s for b, s in zip(base, new)):
+        if len(shape) < self.ndim or any(isinstance(s, int) and s < 0 or b != 1 and b != s for b, s in zip(base, new)):
             raise ValueError(f"can't expand {self.shape} to {shape}: only size-1 dimensions can grow, and -1 keeps "
                              "a dimension the tensor has")
         return self._broadcast_to(new)
@@ -1106,43 +1130,23 @@ def _expand_ellipsis(groups: list[list[str]], covered: int) -> list[list[str]]:
     return out
 
 
-def _reaches(targets: set[UOp], stop=frozenset(), floats_only=False):
-    """A memoized test "does this graph contain a node of targets?" that doesn't look below ops in stop (nor below
-    nodes that aren't floating point, with floats_only: no gradient flows through those). One memo
-    serves every graph asked about: the graphs of live tensors overlap (gradients share the forward pass)."""
-    memo: dict[UOp, bool] = {}
-
-    def reaches(root: UOp) -> bool:
-        stack = [(root, False)]
-        while stack:
-            u, sources_done = stack.pop()
-            if u in memo:
-                continue
-            if u in targets or u.op in stop or not u.src or floats_only and not dtypes.is_float(u.dtype):
-                memo[u] = u in targets
-            elif sources_done:
-                memo[u] = any(memo[s] for s in u.src)
-            else:
-                stack.append((u, True))
-                stack.extend((s, False) for s in u.src if s not in memo)
-        return memo[root]
-    return reaches
-
-
 def _graph_keeper():
     """A test for "does backward() still need this tensor's graph": it reaches a tensor that requires a gradient
     (other than through a DETACH), and isn't itself such a leaf."""
     grad_leaves = {t.uop for t in list(Tensor._grad_tensors)}
-    reaches = _reaches(grad_leaves, stop={Ops.DETACH, Ops.ASSIGN}, floats_only=True)    # (no gradient flows there)
-    return lambda t: bool(grad_leaves) and not t.requires_grad and reaches(t.uop)
+    needs = reaches(grad_leaves, stop={Ops.DETACH, Ops.ASSIGN}, floats_only=True)    # (no gradient flows there)
+    return lambda t: bool(grad_leaves) and not t.requires_grad and needs(t.uop)
 
 
 def _readers_of_overwritten(tensors) -> list[Tensor]:
     """Lazy tensors elsewhere that read a buffer these tensors' ASSIGNs overwrite. They are computed in the same
     schedule, before the write (PyTorch would have computed them already): e.g. the loss, after optimizer.step()."""
-    if not (targets := {u.src[0].base for u in reachable([t.uop for t in tensors]) if u.op is Ops.ASSIGN}):
+    if not (targets := {storage(u.src[0]) for u in reachable([t.uop for t in tensors]) if u.op is Ops.ASSIGN}):
         return []
-    chosen, reads = set(map(id, tensors)), _reaches(targets)
+    # (or an earlier write computed into one of them. Readers of a write still to run read its new value: they run
+    # after it, and no longer keep its graph)
+    targets |= {node for node, held in list(realized.items()) if node.op is Ops.ASSIGN and storage(held) in targets}
+    chosen, reads = set(map(id, tensors)), reaches(targets)
     return [t for t in list(Tensor._live.values()) if id(t) not in chosen and buffer_of(t.uop) is None and reads(t.uop)]
 
 

@@ -132,6 +132,16 @@ class Lowerer:
              **dict.fromkeys(GroupOp.MOVEMENT - {Ops.PAD}, _lower_movement)}
 
 
+def store_place(at: UOp, gate: UOp | None) -> tuple:
+    """(buffer, index, gate) of a store through a view, from the load its lowering gives (a view of the output
+    buffer, lowered as if read: its padding, or an empty element, is a condition around the load or its gate)."""
+    while at.op is Ops.WHERE:
+        gate, at = sym.and_(gate, at.src[0]), at.src[1]
+    if at.op is Ops.CONST:          # (no element of the buffer: stored nowhere)
+        return None, None, sym.const(False)
+    return at.src[0], at.src[1], sym.and_(gate, at.src[2]) if len(at.src) > 2 else gate
+
+
 def reads_zero_unless(x: UOp, cond: UOp) -> bool:
     """x is a load (maybe cast) that already reads 0 wherever cond is False (so a WHERE around it changes nothing)."""
     while x.op is Ops.CAST:
@@ -252,9 +262,12 @@ def _lower_kernel(ast: UOp, renderer, opts, step: int = 1) -> LoweredKernel:
               for axis, g in enumerate(parallel)]
     idxs = tuple(tuple(sym.add(sym.mul(c, upcast.get(axis, 1)), k) for axis, (c, k) in enumerate(zip(coords, combo)))
                  for combo in itertools.product(*[range(upcast.get(axis, 1)) for axis in range(len(shape))]))
-    values = Lowerer(opts.unroll, len(loops)).lower(value, idxs, (thread_valid,) * len(idxs))
-    gate = () if thread_valid is None else (thread_valid,)
-    stores = [UOp(Ops.STORE, dtypes.void, (out_buf, flat_index(idx, shape), v) + gate) for idx, v in zip(idxs, values)]
+    lowerer = Lowerer(opts.unroll, len(loops))
+    values = lowerer.lower(value, idxs, (thread_valid,) * len(idxs))
+    places = [(out_buf, flat_index(idx, shape), thread_valid) for idx in idxs] if out_buf.op is Ops.DEFINE_GLOBAL \
+        else [store_place(at, thread_valid) for at in lowerer.lower(out_buf, idxs, (thread_valid,) * len(idxs))]
+    stores = [UOp(Ops.STORE, dtypes.void, (buf, index, v) + (() if gate is None or sym.is_const(gate) else (gate,)))
+              for (buf, index, gate), v in zip(places, values) if not sym.is_const(gate) or gate.arg is True]
     # every buffer argument stays in the program, even one whose loads were all folded away (loops: opened in order)
     sink = UOp(Ops.SINK, dtypes.void, (*program_signature(ast.toposort())[0], *loops.values(), *stores))
     return LoweredKernel(sink, global_size, local_size)

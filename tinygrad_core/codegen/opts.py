@@ -38,9 +38,10 @@ def choose_opts(ast: UOp, renderer, shared: bool = True) -> KernelOpts:
     if NOOPT or not shape or has_symbolic_sizes(value):
         return KernelOpts(local_size=min(renderer.default_local_size, sym.max_value(prod(shape)) or 1)
                           if renderer.has_local else 1)
-    if renderer.tensor_cores and tensor_cores.match(ast, renderer) is not None:
+    whole = ast.src[0].src[0].op is Ops.DEFINE_GLOBAL       # (the tiles store by the output's own index, not a view's)
+    if whole and renderer.tensor_cores and tensor_cores.match(ast, renderer) is not None:
         return KernelOpts(tensor_core=True)
-    if shared and renderer.has_shared and local_tiles.match(ast, renderer) is not None:
+    if whole and shared and renderer.has_shared and local_tiles.match(ast, renderer) is not None:
         return KernelOpts(local_tiles=True)
     # the backend's own choice, where it makes one (the heuristic below knows nothing of its hardware)
     if (chosen := renderer.kernel_opts(value)) is not None:

@@ -228,7 +228,7 @@ def count_work(uops: list[UOp], global_size, local_size) -> int:
 
 
 def _bytes_moved(ast: UOp) -> int:
-    loads = {u.src[0]: u for u in ast.toposort() if u.op is Ops.INPUT}
     out = ast.src[0]
+    loads = {u.src[0]: u for u in out.src[1].toposort() if u.op is Ops.INPUT}
     return sum(sym.max_value(u.arg) * u.dtype.itemsize for u in loads.values()) + \
         sym.max_value(prod(out.src[1].shape)) * out.src[0].dtype.itemsize
