@@ -428,3 +428,19 @@ def test_the_refusal_names_the_renderer_when_it_names_no_device():
     Int32Only().check_dtypes([UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), 0), UOp(Ops.SINK, dtypes.void, ())])
     with pytest.raises(NotImplementedError, match=r"Int32Only can't run a kernel using dtypes.float: .*supported: int\)"):
         Int32Only().check_dtypes([UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0)])
+
+
+@pytest.mark.parametrize("device", devices_with_caches())
+@pytest.mark.parametrize("body", [b"", bytes(range(256)) * 3, b'{"symbol": "x", "buffers": 1, "vars": 0}\nnot an object'])
+def test_a_binary_entry_with_a_valid_head_that_wont_load_is_compiled_again(cache, device, body):
+    """A kernels/ entry whose checksum and head are right for its key, its body no binary of the kernel (what a
+    buggy compiler, or a disk, could leave): the program is compiled again and the entry replaced, not a crash."""
+    from tinygrad_core.cache import _entry_head
+    check(kernels(device))
+    binaries = [f for name, files in entries(cache).items() if name.startswith("kernels") for f in files]
+    assert binaries
+    for f in binaries:
+        f.write_bytes(checksummed(_entry_head(f) + body))
+    check(kernels(device))
+    assert all(f.read_bytes()[32 + len(_entry_head(f)):] != body for f in binaries)     # (written anew)
+    check(kernels(device))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from plugin_dists import conformance, make_distribution, run_python
 
+from tinygrad_core.conformance import runner
 from tinygrad_core.plugins import registry
 
 MUTANTS = '''
@@ -72,6 +74,17 @@ def load_crashing(device):
     return backend
 
 
+def load_all_crashing(device):
+    from tinygrad_python.backend import PythonBackend, PythonProgram
+
+    class AlwaysCrashing(PythonProgram):
+        def __call__(self, *bufs, **kwargs):
+            os.kill(os.getpid(), signal.SIGSEGV)
+    backend = PythonBackend(device)
+    backend.runtime = AlwaysCrashing
+    return backend
+
+
 def load_required_dtypes(device):
     from tinygrad_python.backend import PythonBackend, PythonRenderer
 
@@ -103,6 +116,7 @@ def load_without_exp2(device):
 @hookimpl
 def tinygrad_core_register_backends(register):
     register(BackendSpec(name="CRASHING", load=load_crashing))
+    register(BackendSpec(name="ALLCRASH", load=load_all_crashing))
     register(BackendSpec(name="NOEXP", load=load_without_exp2))
     register(BackendSpec(name="IMPOSTOR", load=lambda device: None))
     register(BackendSpec(name="CRASHLOAD", load=lambda device: os.kill(os.getpid(), signal.SIGSEGV)))
@@ -178,6 +192,21 @@ def test_a_crash_or_a_hang_is_that_tests_failure_and_the_run_goes_on(mutants, tm
     assert [t["id"] for t in report["tests"] if t["outcome"] == "failed"] == [crashed["id"], hung["id"]]
     assert "3. compile and launch" in done.stdout and "FAILS" in done.stdout
     assert "| 3. compile and launch |" in markdown.read_text() and "FAILS" in markdown.read_text()
+
+
+def test_a_backend_whose_every_kernel_crashes_fails_within_minutes(mutants):
+    # each crash costs a new test process: a section is stopped after its first SECTION_CRASHES crashes (a mutant
+    # whose kernels all crashed took 163 restarts and more than 15 minutes)
+    start = time.monotonic()
+    done, report = conformance("ALLCRASH", mutants, "--sections", "3,4,6", "--max-examples", "3")
+    assert report["verdict"] == "FAILS" and done.returncode == 1
+    for section in (3, 4, 6):
+        tests = [t for t in report["tests"] if t["section"] == section]
+        crashed = [t for t in tests if t["outcome"] == "failed"]
+        assert len(crashed) == runner.SECTION_CRASHES and all("signal 11" in t["message"] for t in crashed)
+        stopped = [t for t in tests if t["outcome"] == "not run"]
+        assert stopped and all(f"section {section} stopped after 3 crashes" in t["message"] for t in stopped)
+    assert time.monotonic() - start < 180
 
 
 def test_an_impostor_is_reported_not_a_crash(mutants, tmp_path):

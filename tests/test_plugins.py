@@ -50,6 +50,11 @@ def tinygrad_core_register_backends(register):
 def tinygrad_core_register_backends(register):
     register(BackendSpec(name="TWIN", load=load, priority=50))
 """)),
+    "tinygrad-noload": ("noload_plugin", "noload", plugin("""
+@hookimpl
+def tinygrad_core_register_backends(register):
+    register(BackendSpec(name="NOLOAD", load=lambda device: None, api_version=(2, 0), priority=1000))
+""")),
     "aaa-fake-cpu": ("fake_cpu_plugin", "aaa_cpu", plugin("""
 @hookimpl
 def tinygrad_core_register_backends(register):
@@ -118,6 +123,17 @@ print(Device.DEFAULT, Device.backend("cpu").distribution, (Tensor([1.0, 2.0]) * 
 """, plugins_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["CPU", "tinygrad-cpu", "9.0"]
+
+
+def test_a_backend_that_fails_to_load_is_listed_broken_and_never_the_default(plugins_path, backends_rows):
+    (row,) = backends_rows["NOLOAD"]
+    assert " broken " in row and "load('NOLOAD') failed: TypeError" in row and "returned NoneType" in row
+    done = run_python("""
+from tinygrad_core import Tensor, Device
+print(Device.DEFAULT, (Tensor([1.0, 2.0]) * 3).sum().item())
+""", plugins_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] != "NOLOAD" and done.stdout.split()[1] == "9.0"
 
 
 def test_good_backends_keep_working(plugins_path, backends_rows):
@@ -242,7 +258,8 @@ def isolated_device(monkeypatch):
         monkeypatch.setattr(plugins, "registry", registry)
         monkeypatch.delenv("TINYGRAD_DEVICE", raising=False)
         monkeypatch.delenv("DEV", raising=False)
-        return device._Device()
+        monkeypatch.setattr(device, "Device", fresh := device._Device())    # (the one the command line asks)
+        return fresh
     return make
 
 
@@ -273,9 +290,10 @@ def test_backends_table_is_printed_whatever_the_impostors_do(isolated_device, ca
     assert cli.cmd_backends(None) == 0
     out = capsys.readouterr().out
     table = {line.split()[1]: line for line in out.splitlines()[1:] if len(line.split()) > 3}
-    assert " ok " in table["tinygrad-none"] and "NONE devices: (describe() failed: ZeroDivisionError" in out
+    # (every claim here loads None: listed broken once it fails to load, never ok, never the default)
+    assert " broken " in table["tinygrad-none"] and "returned NoneType, not a Compiled" in table["tinygrad-none"]
     assert " unavailable " in table["tinygrad-oddprobe"] and "42 (install acme)" in table["tinygrad-oddprobe"]
     assert " broken " in table["tinygrad-badprio"] and "an int priority" in table["tinygrad-badprio"]
     assert " broken " in table["tinygrad-gpuname"] and "other than GPU" in table["tinygrad-gpuname"]
-    assert " clash " in table["aaa-impostor"] and " ok " in table["tinygrad-cpu"]
-    assert "default device: NONE" in out
+    assert " clash " in table["aaa-impostor"] and " broken " in table["tinygrad-cpu"]
+    assert "default device: none" in out and "NONE devices" not in out

@@ -269,7 +269,8 @@ def test_cut_repeated_reduce_broadcast_or_read_by_two_kernels():
     (x,), (tx,) = realized_inputs((4, 6))
     total = tx.sum(1, keepdim=True)
     centred = tx - total                                # the sum is read once per element of its row
-    assert roots_of(centred) == [total.uop, centred.uop]
+    cut, rest = roots_of(centred)          # (the sum as laid out: its float32 values summed in float64, _long_sum)
+    assert cut.op is Ops.REDUCE_AXIS and cut.src[0].src[0] is total.uop.src[0] and rest is centred.uop
     assert_close(centred.numpy(), x - x.sum(1, keepdims=True), rtol=1e-5)
     shared = tx.max(1, keepdim=True)
     first, second = shared * 2, shared + 1              # two kernels would each compute it
@@ -370,12 +371,13 @@ def test_cut_pack_panels_copies_far_apart_rows_into_panels_first(monkeypatch):
     assert_close((ta @ tb.T).numpy(), a @ b.T, rtol=1e-4, atol=1e-3)
 
 
-def test_cut_split_long_sum_sums_one_vector_of_outputs_over_many_elements_in_parts_first():
+def test_cut_long_sum_accumulates_in_float64_and_sums_one_vector_of_outputs_over_many_elements_in_parts_first():
     simd_cpu_only()
     lanes = Device[Device.DEFAULT].renderer.simd_width // 4          # float32 outputs in one SIMD register
     (x, big), (tx, tbig) = realized_inputs((256, lanes, 14, 14), (1 << 20,))
     stats = tx.sum((0, 2, 3), keepdim=True)            # a batchnorm's: a vector of channels over 256x14x14 pixels
-    assert schedule._split_long_sum(stats.uop) is not None
+    laid = schedule._long_sum(stats.uop)               # (its float32 values summed as float64, rounded once)
+    assert laid.op is Ops.CAST and laid.dtype == dtypes.float32 and laid.src[0].src[0].dtype == dtypes.float64
     parts, total = stats.schedule()
     assert parts.node.op is Ops.CONTIGUOUS and parts.node.shape == (16, 1, lanes, 1, 1)  # batch cut in 16 parts of 16
     assert total.node is stats.uop and total.bufs[1:] == [parts.bufs[0]]

@@ -577,3 +577,29 @@ def test_bitcast_between_bool_and_bytes(device):
                                   torch.tensor(flags).view(torch.int8).numpy())
     np.testing.assert_array_equal(Tensor(raw, device=device).bitcast(dtypes.bool).numpy(),
                                   torch.tensor(raw).view(torch.bool).numpy())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_of_range_float_to_int_casts_saturate_on_every_backend(device):
+    # the contract (ops.py): truncate toward zero, past the range the target's min or max, NaN 0 (C leaves it
+    # undefined: the CPU saturated, OpenCL gave INT_MIN, the reference 0 or INT_MIN)
+    values = [300.0, -300.0, 3e9, -3e9, nan, inf, -inf, 2.7, -2.7, 1e20, -1e20]
+    for source in (dtypes.float32, dtypes.float64, dtypes.float16):
+        x = Tensor(values, device=device, dtype=dtypes.float32).cast(source)
+        for target in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.uint32, dtypes.int64):
+            lo, hi = dtypes.min(target), dtypes.max(target)
+            finite = np.nan_to_num(x.float().numpy().astype(np.float64), nan=0.0)
+            expected = [lo if v <= lo else hi if v >= hi else int(np.trunc(v)) for v in finite]
+            assert x.cast(target).tolist() == expected, (device, source, target)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_product_sum_whose_products_overflow_is_inf_or_nan_never_a_number(device):
+    # the contract (ops.py): a reduce's accumulator update may round once (fused, the CPU's) or twice (the
+    # reference's): past float32's range with mixed signs that is inf or NaN. PyTorch's BLAS gives NaN here
+    a, b = np.full((4, 16), 1e30, np.float32), np.full((16, 4), 1e30, np.float32)
+    b[1::2] *= -1
+    got = (Tensor(a, device=device) @ Tensor(b, device=device)).numpy()
+    assert np.isinf(got).all() or np.isnan(got).all()
+    if device == "PYTHON":
+        assert np.isnan(got).all() and np.isnan((torch.from_numpy(a) @ torch.from_numpy(b)).numpy()).all()

@@ -188,7 +188,7 @@ def test_reduce_of_expanded_and_padded():
 
 def test_long_sums_cut_in_parts_keep_pytorchs_values_at_nan_inf_and_in_every_dtype():
     # sums of a few outputs over 2^17 elements or more are summed in parts first on a SIMD CPU (schedule.py's
-    # _split_long_sum): what comes out must be what one sum gives, special values and dtypes included
+    # _long_sum): what comes out must be what one sum gives, special values and dtypes included
     torch = pytest.importorskip("torch")
     x = np.random.default_rng(3).standard_normal((64, 16, 16, 16), dtype=np.float32)
     x[5, 3, 2, 1], x[60, 5, 0, 0], x[1, 7, 3, 3], x[63, 7, 15, 15] = np.nan, np.inf, -np.inf, np.inf

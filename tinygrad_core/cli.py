@@ -9,7 +9,13 @@ import sys
 
 
 def cmd_backends(args) -> int:
+    from tinygrad_core.device import Device
     from tinygrad_core.plugins import registry
+    for backend in registry.usable():      # ok only once loaded: one that fails to load is listed broken, and why
+        try:
+            Device[backend.name]
+        except Exception:                    # noqa: BLE001 (the reason is on the backend now)
+            pass
     rows = [("NAME", "DISTRIBUTION", "VERSION", "STATUS", "REASON")] + [
         (b.name, b.distribution, b.version, b.status, "; ".join(filter(None, (b.reason, b.clash))))
         for b in registry.all()]
@@ -17,7 +23,6 @@ def cmd_backends(args) -> int:
     for row in rows:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
     try:
-        from tinygrad_core.device import Device
         print(f"\ndefault device: {Device.DEFAULT}")
     except Exception as e:          # no usable backend: say so, the table above says why
         print(f"\ndefault device: none ({e})")

@@ -135,12 +135,13 @@ class Compiler:
 
     def compile_cached(self, src: str) -> bytes: return self.compile_cached_many([src])[0]  # noqa: E704
 
-    def compile_cached_many(self, sources: list[str]) -> list[bytes]:
-        """The binaries of sources: from the disk cache, the missing ones compiled together by compile_many."""
+    def compile_cached_many(self, sources: list[str], again: bool = False) -> list[bytes]:
+        """The binaries of sources: from the disk cache, the missing ones compiled together by compile_many (all of
+        them, again=True: their entries replaced)."""
         if self.cachekey is None:
             return self.compile_many(sources)
         paths = [entry_path(f"kernels/{self.cachekey}", package_digest(type(self).__module__), s) for s in sources]
-        binaries = [read_entry(path) for path in paths]
+        binaries = [None if again else read_entry(path) for path in paths]
         missing = [i for i, binary in enumerate(binaries) if binary is None]
         for i, binary in zip(missing, self.compile_many([sources[i] for i in missing])):
             write_entry(paths[i], binary)
@@ -349,7 +350,8 @@ class _Device:
                 compiled = backend.spec.load(name)
                 if not isinstance(compiled, Compiled):
                     raise TypeError(f"load({name!r}) returned {type(compiled).__name__}, not a Compiled")
-            except Exception as e:
+            except Exception as e:          # (broken from now on: never the default, listed with the reason)
+                backend.error, registry._usable = f"load({name!r}) failed: {type(e).__name__}: {e}", None
                 raise BackendUnavailable(f"backend {backend.name} ({backend.distribution} {backend.version}) failed "
                                          f"to load: {type(e).__name__}: {e}") from e
             self._opened[name] = compiled
@@ -359,10 +361,11 @@ class _Device:
     def DEFAULT(self) -> str:
         if (chosen := getenv("TINYGRAD_DEVICE", "") or getenv("DEV", "")):
             return self.canonicalize(chosen)
-        if not (usable := registry.usable()):
-            raise BackendUnavailable(f"no usable backend: {self._summary()}; from a checkout of tinygrad-core: pip "
-                                     f"install ./tinygrad_cpu (or ./plugins/tinygrad_python, the reference)")
-        return usable[0].name
+        for backend in registry.usable():     # the best that loads: one that fails to is broken from then on
+            with contextlib.suppress(BackendUnavailable):
+                return self[backend.name] and backend.name
+        raise BackendUnavailable(f"no usable backend: {self._summary()}; from a checkout of tinygrad-core: pip "
+                                 f"install ./tinygrad_cpu (or ./plugins/tinygrad_python, the reference)")
 
     @DEFAULT.setter
     def DEFAULT(self, name: str):

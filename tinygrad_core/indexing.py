@@ -285,19 +285,19 @@ def _sort(x, dim, descending: bool, count: int | None):
 
 
 def _running_extreme(x, axis, largest: bool):
-    """cummax / cummin: the extreme of each prefix, at the last index holding it (torch moves the index on ties and
-    on every NaN once one is seen); the value is read from that index, so -0.0 and +0.0 come out as torch's."""
+    """cummax / cummin: the extreme of each prefix (a scan), at the last index holding it (torch moves the index on
+    ties and on every NaN once one is seen: the running max of the positions that hold their prefix's extreme); the
+    value is read from that index, so -0.0 and +0.0 come out as torch's."""
     x._axis(axis)           # (checked for a 0-d or empty tensor too)
     if x.ndim == 0 or 0 in x.shape:
         return x, x.full_like(0, dtype=dtypes.int32)
-    mine, other, axis = _along_last(x, axis)
-    n = mine.shape[-2]
-    positions = type(x).arange(n, device=x.device, dtype=dtypes.int32)
-    prefix = positions.reshape(1, n) <= positions.reshape(n, 1)
-    window = prefix.where(other, mine)    # element i itself stands in for the elements after it
-    best = (window.max(-1) if largest else window.min(-1)).unsqueeze(-1)
-    index = (prefix & _same(other, best)).where(positions, -1).max(-1)
-    return _pick(index.unsqueeze(-1) == positions, other, -1, True).transpose(axis, -1), index.transpose(axis, -1)
+    axis = x._axes(axis)[0]
+    moved = (x if largest else x._flip_order()).transpose(axis, -1)
+    best = moved._scan(lambda rows, mask: mask.where(rows, dtypes.min(moved.dtype)).max(-1), type(x).maximum)
+    positions = type(x).arange(moved.shape[-1], device=x.device, dtype=dtypes.int32)
+    index = _same(moved, best).where(positions, -1)._scan(lambda rows, mask: mask.where(rows, -1).max(-1),
+                                                           type(x).maximum)
+    return _RunningPick.apply(x.transpose(axis, -1), index=index).transpose(axis, -1), index.transpose(axis, -1)
 
 
 def _triangle(x, diagonal: int, upper: bool):
@@ -320,12 +320,30 @@ def _check_bool(x, mask, name: str):
 
 
 def _compact(flags, values, size: int | None, fill_value):
-    """values (1-D) where flags is True, in order: the k-th True (counted by a running sum) goes to slot k."""
-    total = int(flags.sum().item())
+    """values (1-D) where flags is True, in order: slot k takes the element after k others, found by a binary search
+    in the running count of the flags (count x log n loads by address, where a one-hot selection was count x n)."""
+    n, counts = flags.shape[0], flags.cumsum()
+    total = int(counts[-1].item()) if n else 0
     count = total if size is None else size
-    slots = type(values).arange(count, device=values.device, dtype=dtypes.int32).reshape(count, 1)
-    out = _pick(flags & (flags.cumsum() - 1 == slots), values, -1)
-    return out if count <= total else (slots.reshape(count) < total).where(out, fill_value).cast(values.dtype)
+    slots = type(values).arange(count, device=values.device, dtype=dtypes.int32)
+    if not n or not count:
+        return slots.full_like(fill_value, dtype=values.dtype)
+    at, step = slots.zeros_like(), 1 << (n.bit_length() - 1)
+    while step:             # at: how many elements have a running count <= k, by halving steps
+        probe = at + step
+        at = ((probe <= n) & (_take(counts, (probe - 1).minimum(n - 1)) <= slots)).where(probe, at)
+        step //= 2
+    out = _Compact.apply(values, at=at.minimum(n - 1), counts=counts, flags=flags)
+    return out if count <= total else (slots < total).where(out, fill_value).cast(values.dtype)
+
+
+def _take(x, index):
+    """x[..., index[..., i]] along x's last axis, each row its own (index's rows are x's): loads by address
+    (Ops.GATHER) from the flat rows. No gradient: _RunningPick and _Compact carry theirs."""
+    n, lead = x.shape[-1], index.shape[:-1]
+    rows = type(x).arange(prod(lead), device=x.device, dtype=dtypes.int32).reshape(*lead, 1) * n
+    flat = (index.cast(dtypes.int32) + rows).flatten().contiguous()
+    return type(x)(UOp(Ops.GATHER, x.dtype, (x.contiguous().flatten().uop, flat.uop), 0)).reshape(index.shape)
 
 
 def _scatter_hits(t, dim, index, src, name: str):
@@ -620,6 +638,36 @@ class _Gather(Function):
         g = grad_output.reshape(grad_output.shape[:axis] + (count, 1) + grad_output.shape[axis + k:])
         hits = hits.reshape((1,) * axis + (count, n) + (1,) * (grad_output.ndim - axis - k))
         return hits.where(g, 0).sum(axis), None
+
+
+class _RunningPick(Function):
+    """x at a running extreme's index, with torch's gradient: each position's gradient goes to the index it was read
+    from. An index holds a run of positions (it only grows), so each sums its run: by doubling steps, a position adds
+    the partial sum 2^t ahead while that is in its run (log n passes, summed pairwise)."""
+    def forward(self, x, index):
+        self.index = index
+        return _take(x, index)
+
+    def backward(self, grad_output):
+        index, total, step = self.index, grad_output, 1
+        while step < index.shape[-1]:
+            ahead = lambda t, fill: t.pad(((0, 0),) * (t.ndim - 1) + ((0, step),), value=fill)[..., step:]  # noqa
+            total = (ahead(index, -1) == index).where(ahead(total, 0) + total, total).contiguous()
+            step *= 2
+        positions = type(index).arange(index.shape[-1], device=index.device, dtype=dtypes.int32)
+        return (index == positions).where(total, 0)
+
+
+class _Compact(Function):
+    """values at positions at (masked_select's): the gradient of a position whose flag is set is the slot its running
+    count names."""
+    def forward(self, values, at, counts, flags):
+        self.counts, self.flags = counts, flags
+        return _take(values, at)
+
+    def backward(self, grad_output):
+        slot = self.counts - 1
+        return (self.flags & (slot < grad_output.shape[0])).where(_take(grad_output, slot.clip(0, grad_output.shape[0] - 1)), 0)
 
 
 class _ScatterExtreme(Function):

@@ -181,13 +181,11 @@ class NNOps:
         if any(not 0 <= p < max(s, d) for p, s, d in zip(extra, strides, dilations)):
             raise RuntimeError(f"output_padding {output_padding} must be smaller than either stride {stride} or "
                                f"dilation {dilation}")
-        if any(f - b - a < 0 or i == 0 for f, (b, a), i in zip(full, pads, spatial)):
+        if any(f - b - a <= 0 or i == 0 for f, (b, a), i in zip(full, pads, spatial)):     # (PyTorch's message)
             raise RuntimeError(f"conv_transpose of input {self.shape} with weight {weight.shape}, stride {stride}, "
-                               f"padding {padding}, dilation {dilation}: the output would be {full} less the padding")
+                               f"padding {padding}, dilation {dilation}: the output would be {full} less the padding "
+                               f"{pads}. Output size is too small")
         x = self.reshape(bs, groups, cin // groups, 1, *spatial, *[1] * dims)
-        # an empty output takes no product, so its gradients are 0: zeros in place of x (cut away and padded back,
-        # so no gradient reaches x through them) keep an inf in x or the weight from making them inf * 0 = NaN
-        x = x[:0].pad_to(x.shape) if any(f - b == a for f, (b, a) in zip(full, pads)) else x
         w = weight.reshape(1, groups, cin // groups, per_group, *[1] * dims, *kernel)
         products = (x * w).sum(2).reshape(bs, groups * per_group, *spatial, *kernel)      # each element x kernel
         out = products._unpool(full, kernel, strides, dilations).shrink(

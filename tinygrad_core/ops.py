@@ -83,8 +83,10 @@ class GroupOp:
 # The reference semantics. Each entry takes numpy arrays of the op's input dtype and returns the exact result.
 # Integer arithmetic wraps (two's complement). Division and modulo of integers truncate toward zero (C rules).
 # FDIV is IEEE float division, correctly rounded (on integers it is unspecified: Tensor.div casts them to float).
-# MAX returns NaN when either input is NaN. Float->int casts truncate toward zero; a value outside the target's
-# range (or NaN) gives an unspecified result. Integer division (and modulo) by zero, and of the most negative
+# MAX returns NaN when either input is NaN. Float->int casts truncate toward zero and saturate: past the target's
+# range a value gives its min or max, NaN gives 0 (LLVM's fptosi.sat, OpenCL's convert_T_sat, PTX's cvt; C leaves
+# it undefined). A reduce's accumulator update acc + a*b may round once (a fused multiply-add, as BLAS's) or twice,
+# as the backend declares; MULACC likewise. Integer division (and modulo) by zero, and of the most negative
 # integer by -1, are unspecified. SHL/SHR shift amounts must be in [0, bits). Anything "unspecified" is excluded
 # from conformance checks.
 # ---------------------------------------------------------------------------------------------------------------
@@ -132,8 +134,10 @@ def cast_array(x: np.ndarray, dtype: DType) -> np.ndarray:
             return x != 0
         if dtype == dtypes.bfloat16:
             return bf16_to_f32(f32_to_bf16(x.astype(np.float32)))
-        if x.dtype.kind == "f" and dtype in INTS:
-            return np.trunc(np.where(np.isfinite(x), x, 0)).astype(np.float64).astype(dtype.np)
+        if x.dtype.kind == "f" and dtype in INTS:      # (compared as floats: the max may round up, and is met)
+            t, lo, hi = np.trunc(np.where(x == x, x, 0)).astype(np.float64), dtypes.min(dtype), dtypes.max(dtype)
+            inside = np.where((t > lo) & (t < hi), t, 0).astype(dtype.np)
+            return np.where(t >= hi, np.array(hi, dtype.np), np.where(t <= lo, np.array(lo, dtype.np), inside))
         return x.astype(dtype.np)
 
 

@@ -231,8 +231,8 @@ def _costly_work_broadcast_into_reduce(plan: _Plan, root: UOp, u: UOp, repeated:
 def _costly_work_read_by_two_kernels(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: UOp | None):
     """Costly elementwise work that reduces of two kernels read (a convolution's input gradient feeding a batchnorm's
     backward): computed once, not twice."""
-    return u if u.op in GroupOp.ELEMENTWISE and in_reduce and not plan.reached_first(u, root, in_reduce) and \
-        _elementwise_work(u, plan.is_root) >= COSTLY_ELEMENTWISE else None
+    return u if u.op in GroupOp.ELEMENTWISE and u.op is not Ops.CAST and in_reduce and \
+        not plan.reached_first(u, root, in_reduce) and _elementwise_work(u, plan.is_root) >= COSTLY_ELEMENTWISE else None
 
 
 def _assign_reading_other_elements(plan: _Plan, root: UOp) -> UOp | None:
@@ -325,25 +325,33 @@ SPLIT_ELEMENTS = 1 << 17      # a sum of one SIMD vector's outputs over this man
 SPLIT_PARTS = 16
 
 
-def _split_long_sum(u: UOp) -> UOp | None:
-    """A sum to no more outputs than one SIMD register holds (Renderer.simd_width, the hook asked here) over many
-    elements (a batchnorm's statistics: 16 channels over 128x14x14 pixels, or a whole tensor's sum): as one kernel it
-    is one register tile, which a backend runs on one thread. Its first reduced axis that SPLIT_PARTS divides is cut
-    into that many parts; a kernel of its own sums each part (SPLIT_PARTS tiles), and the sum of the parts follows.
-    (Wider sums are tiled into as many threads' work already; cut, they changed what the kernels around them fuse.)"""
-    if u.op is not Ops.REDUCE_AXIS or u.arg[0] is not Ops.ADD or not (width := Device[u.device].renderer.simd_width):
+def _long_sum(u: UOp) -> UOp | None:
+    """A float32 sum accumulates in float64 where the renderer has it, and rounds once: its error is the final
+    rounding's, at most PyTorch's (tests/test_long_reductions.py). Not a product-sum, an operand broadcast (a matmul's,
+    a convolution's): the opts tile those, and they would run at half the rate. And a sum to no more outputs than one
+    SIMD register holds (Renderer.simd_width, the hook asked here; 64 bytes elsewhere) over many elements (a
+    batchnorm's statistics: 16 channels over 128x14x14 pixels, or a whole tensor's sum), as one kernel one register
+    tile (one thread), is cut into SPLIT_PARTS parts along its first reduced axis that SPLIT_PARTS divides: a kernel
+    of its own sums each part, and the sum of the parts follows. (Wider sums are tiled into as many threads' work
+    already; cut, they changed what the kernels around them fuse.)"""
+    if u.op is not Ops.REDUCE_AXIS or u.arg[0] is not Ops.ADD:
         return None
-    shape, axes = u.src[0].shape, u.arg[1]
-    if not all_int(shape) or prod(u.shape) * u.dtype.itemsize > width or \
-            prod(shape) < SPLIT_ELEMENTS or \
-            (axis := next((a for a in axes if shape[a] % SPLIT_PARTS == 0), None)) is None:
+    renderer, x, axes = Device[u.device].renderer, u.src[0], u.arg[1]
+    product = (m := _under_views(x)).op is Ops.MUL and any(v.op is Ops.EXPAND for s in m.src for v in reachable(
+        [s], lambda v: v.op not in GroupOp.MOVEMENT))
+    if wide := u.dtype == dtypes.float32 and dtypes.float64 in renderer.supported_dtypes and not product:
+        x = x.cast(dtypes.float64)
+    shape = x.shape
+    if all_int(shape) and prod(u.shape) * u.dtype.itemsize <= (renderer.simd_width or 64) and \
+            prod(shape) >= SPLIT_ELEMENTS and (axis := next((a for a in axes if shape[a] % SPLIT_PARTS == 0), None)) is not None:
+        cut = shape[:axis] + (SPLIT_PARTS, shape[axis] // SPLIT_PARTS) + shape[axis + 1:]
+        x, axes = UOp(Ops.CONTIGUOUS, x.dtype, (x.reshape(cut).reduce(Ops.ADD, tuple(a + (a >= axis) for a in axes)),)), (axis,)
+    elif not wide:
         return None
-    cut = shape[:axis] + (SPLIT_PARTS, shape[axis] // SPLIT_PARTS) + shape[axis + 1:]
-    parts = u.src[0].reshape(cut).reduce(Ops.ADD, tuple(a + (a >= axis) for a in axes))
-    return UOp(Ops.CONTIGUOUS, u.dtype, (parts,)).reduce(Ops.ADD, (axis,)).reshape(u.shape)
+    return x.reduce(Ops.ADD, axes).reshape(u.shape).cast(u.dtype)
 
 
-LAYOUTS = (_pack_panels, _split_long_sum)
+LAYOUTS = (_pack_panels, _long_sum)
 
 
 def conv_reads_windows_in_place(windows: UOp, strides: tuple[int, ...]) -> bool:

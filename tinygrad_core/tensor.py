@@ -27,6 +27,7 @@ from tinygrad_core.multi import MultiOps, assign_multi, lowered, realized_view, 
 
 
 _serials = itertools.count()      # tensors in creation order (Tensor._live)
+SCAN_BLOCK = 16                   # a scan's blocks: each is scanned with an n^2 mask
 
 
 class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
@@ -63,7 +64,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                 # past 64 bits; ints past int32 make int64, as in PyTorch (and as arange's)
                 if (raw := np.array(data)).dtype.kind not in "biuf" or raw.dtype == np.uint64 and dtype is None:
                     v = next(v for v in raw.ravel().tolist() if not isinstance(v, (int, float)) or abs(v) >= 2**63)
-                    raise RuntimeError(f"can't make a Tensor of {type(v).__name__} {v!r}: numbers only, ints in int64")
+                    raise (ValueError if isinstance(v, (str, int)) else RuntimeError)(    # (PyTorch's classes)
+                        f"can't make a Tensor of {type(v).__name__} {v!r}: numbers only, ints in int64")
                 wide = raw.dtype.kind == "i" and raw.size and not -2**31 <= raw.min() <= raw.max() < 2**31
                 inferred = dtype or (dtypes.int64 if wide else dtypes.from_py(data))
                 array = np.array(data, dtype=np.float32 if inferred == dtypes.bfloat16 else inferred.np)
@@ -540,9 +542,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def _reduce(self, op: Ops, axis=None, keepdim=False) -> Tensor:
         axes = self._axes(axis)
         empty = any(self.shape[a] == 0 for a in axes)
-        if empty and op is Ops.MAX and self.dtype != dtypes.bool:
-            raise IndexError(f"max/min over an empty axis of shape {self.shape} has no identity; give a "
-                               f"non-empty axis")
+        if empty and op is Ops.MAX and self.dtype != dtypes.bool:      # (PyTorch's classes: a whole tensor's, an axis')
+            raise (RuntimeError if axis is None else IndexError)(f"max/min over an empty axis of shape {self.shape} "
+                                                                 f"has no identity; give a non-empty axis")
         # an empty axis reduces to the identity: pad it to one identity element (the graph stays connected, so
         # backward still reaches self with a zero gradient); any() of nothing is False. (The identity as a bool, 0 or
         # 1: it keeps a bool tensor bool)
@@ -663,35 +665,53 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def softmin(self, axis=-1) -> Tensor: return (-self._float()).softmax(axis)  # noqa: E704
 
     def cumsum(self, axis: int = 0) -> Tensor:
-        """Running sum along axis (a reduce over a lower-triangular mask: n^2 work, fine for moderate n)."""
+        """Running sum along axis.
+
+        >>> Tensor([1, 2, 3, 4]).cumsum().tolist()
+        [1, 3, 6, 10]
+        """
         # a selection, not a product with the mask: inf * 0 would be NaN (sum() widens bools and small ints)
-        return self._running(axis, lambda rows, mask: mask.where(rows, 0).sum(-1))
+        return self._running(axis, lambda rows, mask: mask.where(rows, 0).sum(-1), Tensor.add)
 
     def logcumsumexp(self, axis: int = 0) -> Tensor:
         """log(cumsum(exp(x))) without overflow: each prefix is a logsumexp of its own (so a prefix far below the
         whole row's maximum keeps its value)."""
-        return self._float()._running(axis, lambda rows, mask: mask.where(rows, -math.inf).logsumexp(-1))
+        return self._float()._running(axis, lambda rows, mask: mask.where(rows, -math.inf).logsumexp(-1),
+                                      Tensor.logaddexp)
 
     def cumprod(self, axis: int = 0) -> Tensor:
-        running = lambda x: x._running(axis, lambda rows, mask: mask.where(rows, 1).cast(rows.dtype).prod(-1))  # noqa
+        running = lambda x: x._running(axis, lambda rows, mask: mask.where(rows, 1).cast(rows.dtype).prod(-1),  # noqa
+                                       Tensor.mul)
         if not dtypes.is_float(self.dtype) or self.ndim == 0:
             return running(self)
         return _CumProd.apply(self, value=running, axis=self._axis(axis))
 
-    def _running(self, axis, total) -> Tensor:
-        """The running totals along axis: total(rows, mask) reduces the last axis of self's rows (axis moved last, as
-        (..., 1, n)) where the (n, n) mask is True, which in row i marks the positions 0..i. A 0-d tensor is its own
-        running total (axis 0 or -1). Floats run a size up and round once, as in PyTorch's CPU loop (float32 in
-        float64: cumprod([3e38, 5, -4, 0]) ends in -0.0 there, not in inf * 0 = NaN)."""
+    def _running(self, axis, total, combine) -> Tensor:
+        """The running totals along axis (_scan's, axis moved last). A 0-d tensor is its own running total (axis 0 or
+        -1). Floats run a size up and round once, as in PyTorch's CPU loop (float32 in float64: cumprod([3e38, 5, -4,
+        0]) ends in -0.0 there, not in inf * 0 = NaN)."""
         axis = self._axis(axis)
         if self.ndim == 0:      # (in the dtype its sums run in, as a longer axis: int8's int32)
             return self.cast(self._accumulated(None).dtype)
-        positions = Tensor.arange(n := self.shape[axis], device=self.device)
-        mask = positions.reshape(n, 1) >= positions.reshape(1, n)
         wide = dtypes.float64 if self.dtype.itemsize >= 4 and has_float64(self.device) else dtypes.float32
         x = (self.cast(wide) if dtypes.is_float(self.dtype) else self).transpose(axis, -1)
         # (back in the dtype self's sums run in: self's for floats)
-        return total(x.unsqueeze(-2), mask).transpose(axis, -1).cast(self._accumulated(None).dtype)
+        return x._scan(total, combine).transpose(axis, -1).cast(self._accumulated(None).dtype)
+
+    def _scan(self, total, combine) -> Tensor:
+        """The running totals along the last axis: total(rows, mask) reduces the last axis of rows (..., 1, n) where
+        the (n, n) mask is True, which in row i marks the positions 0..i; combine(a, b) is the total of a run a
+        followed by a run b. Past SCAN_BLOCK elements, in blocks: the running totals within each block, then those of
+        the blocks' last ones, each combined into the block after it (n x SCAN_BLOCK work, where one mask was n^2)."""
+        n, lead = self.shape[-1], self.shape[:-1]
+        if not isinstance(n, int) or n <= SCAN_BLOCK:
+            positions = Tensor.arange(n, device=self.device)
+            return total(self.unsqueeze(-2), positions.reshape(n, 1) >= positions.reshape(1, n))
+        m = -(-n // SCAN_BLOCK)
+        inner = self.pad_to(*lead, m * SCAN_BLOCK).reshape(*lead, m, SCAN_BLOCK)._scan(total, combine).contiguous()
+        carry = inner[..., -1]._scan(total, combine)           # the running totals of the blocks' totals
+        later = combine(carry[..., :-1].unsqueeze(-1), inner[..., 1:, :])
+        return inner[..., :1, :].cat(later, dim=-2).reshape(*lead, m * SCAN_BLOCK)[..., :n]
 
     # ---- movement ----
     def reshape(self, shape, *args) -> Tensor:

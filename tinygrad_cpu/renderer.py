@@ -425,13 +425,9 @@ class KernelWriter:
         if dst in INTS:            # float -> int: truncate toward zero; saturating, so NaN gives 0, never poison
             if src_ty == "half":
                 x, src_ty = self.emit(f"fpext half {x} to float"), "float"
-            if is_signed(dst) or dst == dtypes.uint64:
-                kind = "fptosi" if is_signed(dst) else "fptoui"
-                name = f"llvm.{kind}.sat.{dst_ty}.{INTRINSIC_SUFFIX[src_ty]}"
-                return self.call(dst_ty, name, [(src_ty, x)], f"declare {dst_ty} @{name}({src_ty})")
-            # narrower unsigned targets convert through int64 and wrap, as numpy does for negative inputs
-            wide = self.cast(x, dtypes.float32 if src_ty == "float" else dtypes.float64, dtypes.int64)
-            return self.emit(f"trunc i64 {wide} to {dst_ty}")
+            kind = "fptosi" if is_signed(dst) else "fptoui"
+            name = f"llvm.{kind}.sat.{dst_ty}.{INTRINSIC_SUFFIX[src_ty]}"
+            return self.call(dst_ty, name, [(src_ty, x)], f"declare {dst_ty} @{name}({src_ty})")
         # float -> float
         if src_ty == "double" and dst_ty == "half":
             return self.call("half", mathlib.F64_TO_F16, [("double", x)])

@@ -23,6 +23,8 @@ import time
 
 POLL_SECONDS = 0.2
 GRACE_SECONDS = 5.0             # after SIGABRT, how long faulthandler may take before SIGKILL
+SECTION_CRASHES = 3             # a section whose tests took the process down this often is stopped: the verdict is
+                                # FAILS already, and a restart per test of a backend whose kernels all crash took hours
 
 
 def add_arguments(parser: argparse.ArgumentParser):
@@ -73,13 +75,21 @@ class Progress:
             self.running = None
 
     def fail_running(self, message: str):
-        """Record the test in flight as failed (in the file too, so the next worker leaves it out)."""
+        """Record the test in flight as failed (in the file too, so the next worker leaves it out); after
+        SECTION_CRASHES in its section, the section's tests not run yet are recorded as not run, and left out too."""
         from tinygrad_core.conformance.plugin import append
         from tinygrad_core.conformance.report import section_of
-        entry = {"section": section_of(self.running), "outcome": "failed", "seconds": round(
-            time.monotonic() - self.started, 4), "message": message}
+        section = section_of(self.running)
+        entry = {"section": section, "outcome": "failed", "seconds": round(time.monotonic() - self.started, 4),
+                 "message": message}
         append(self.path, kind="result", id=self.running, entry=entry)
         self.read()
+        crashes = [e for e in self.results.values() if e["section"] == section and "the test process" in e["message"]]
+        if len(crashes) >= SECTION_CRASHES:
+            for test in [t for t in self.planned if section_of(t) == section and t not in self.results]:
+                append(self.path, kind="result", id=test, entry={"section": section, "outcome": "not run", "seconds":
+                       0.0, "message": f"never ran: section {section} stopped after {len(crashes)} crashes"})
+            self.read()
 
 
 def ending(returncode: int | None, timeout: float) -> str:

@@ -83,7 +83,7 @@ class ToyRenderer(Renderer):
         Ops.MOD: "({0} - {1} * idiv({0}, {1}))", Ops.CMPLT: "({0} < {1})", Ops.CMPNE: "({0} != {1})",
         Ops.AND: "({0} & {1})", Ops.OR: "({0} | {1})", Ops.XOR: "({0} ^ {1})",
         Ops.SHL: "({0} << {1})", Ops.SHR: "({0} >> {1})", Ops.WHERE: "np.where({0}, {1}, {2})",
-        Ops.CAST: "np.asarray({0}).astype(np.{dtype})", Ops.BITCAST: "np.asarray({0}).view(np.{dtype})",
+        Ops.CAST: "cast({0}, np.{dtype})", Ops.BITCAST: "np.asarray({0}).view(np.{dtype})",
     }
 
     def render(self, name, uops):
@@ -131,6 +131,15 @@ def idiv(a, b):
     return np.where((a % b != 0) & ((a < 0) != (b < 0)), q + 1, q).astype(q.dtype)
 
 
+def cast(x, dtype):
+    """A float to an int truncates toward zero and saturates, NaN to 0 (the contract; numpy's astype wraps)."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        limits = np.iinfo(dtype)
+        x = np.clip(np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0), limits.min, limits.max)
+    return x.astype(dtype)
+
+
 def load(buf, idx, valid=None):
     if valid is None:
         return buf[idx]
@@ -158,7 +167,7 @@ class ToyCompiler(Compiler):
 class ToyProgram(Program):
     def __init__(self, name, lib):
         super().__init__(name, lib)
-        namespace = {"np": np, "idiv": idiv, "load": load, "store": store}
+        namespace = {"np": np, "idiv": idiv, "cast": cast, "load": load, "store": store}
         exec(marshal.loads(lib), namespace)
         self.kernel = namespace["kernel"]
 

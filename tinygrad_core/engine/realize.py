@@ -86,8 +86,13 @@ class CompiledRunner:
 
     @functools.cached_property
     def program(self):
-        # loaded on first launch, so a kernel can be rendered and compiled where its device is absent (compile-only)
-        return Device[self.device].runtime(self.name, self.lib)
+        # loaded on first launch, so a kernel can be rendered and compiled where its device is absent (compile-only).
+        # A binary that won't load (a damaged disk cache entry) is compiled again: a bad entry is a miss, not a crash
+        try:
+            return Device[self.device].runtime(self.name, self.lib)
+        except Exception:       # noqa: BLE001 (if it was no cache entry, compiled again it fails again, and raises)
+            self.lib = Device[self.device].compiler.compile_cached_many([self.src], again=True)[0]
+            return Device[self.device].runtime(self.name, self.lib)
 
     def __call__(self, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
         vals = tuple(sym.evaluate(v, var_vals) for v in self.vars)

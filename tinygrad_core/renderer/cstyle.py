@@ -278,6 +278,11 @@ class CKernel:
             return x
         if target == dtypes.bool:
             return f"({x}!=0)"
+        if dtypes.is_float(source) and target not in (dtypes.bool, *dtypes.floats):   # (saturating, NaN is 0: ops.py)
+            wide = dtypes.float64 if source == dtypes.float64 else dtypes.float32
+            lo, hi = (self.render_const(v, target) for v in (dtypes.min(target), dtypes.max(target)))
+            return f"(({x}!={x})?0:({x}<={self.render_const(lo.value, wide)})?{lo}:({x}>=" \
+                   f"{self.render_const(hi.value, wide)})?{hi}:({self.type_names[target]})({x}))"
         if target == dtypes.float16 and target in self.float_computed and source == dtypes.float64:
             self.helpers_used.add("double_to_half")     # from_storage adds the half helpers it calls
             return self.from_storage(target, f"tg_double_to_half({x})")
