@@ -6,7 +6,8 @@ The core is what a reader follows from Tensor to a launched kernel: Tensor, auto
 the code generator, the JIT, nn. Not counted in it, and counted on their own lines: the conformance suite and the
 differential fuzzer beside it (tools that check backends), the `tinygrad-core` command's argument parsing, and the
 layers built on the public API that a reader of the core can skip: ONNX import, the other file formats (safetensors,
-PyTorch checkpoints: nn/state.py) and the datasets' readers (nn/datasets.py), the standalone C export,
+PyTorch checkpoints: nn/state.py) and the datasets' readers (nn/datasets.py), the language model (llm/), the
+standalone C export,
 data-parallel training over MPI, multi-device tensors."""
 import pathlib
 import sys
@@ -34,6 +35,7 @@ def code_lines(path: pathlib.Path) -> int:
 
 LAYERS = {"conformance": "the conformance suite and fuzzer", "nn/onnx.py": "ONNX import",
           "nn/state.py": "weight files (safetensors, PyTorch)", "nn/datasets.py": "datasets (MNIST, CIFAR-10)",
+          "llm": "the language model (GGUF, tokenizer, command line, server)",
           "export.py": "C export", "distributed.py": "MPI training",
           "multi.py": "multi-device tensors", "cli.py": "the command line"}
 

