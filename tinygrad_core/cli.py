@@ -1,5 +1,5 @@
 """The `tinygrad-core` command: list backends, run the conformance suite, start a new backend, train the MNIST
-example, export it as C, benchmark.
+example, export it as C, run a language model, benchmark.
 
 Each subcommand is a thin front for code that lives elsewhere in the package (or in examples/ and bench/)."""
 import argparse
@@ -62,6 +62,10 @@ def cmd_bench(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["llm"]:             # (its own arguments, all of them: python -m tinygrad_core.llm's)
+        from tinygrad_core.llm.cli import main as llm
+        return llm(argv[1:])
     parser = argparse.ArgumentParser(prog="tinygrad-core", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("backends", help="list installed backends, their status and why any can't be used")
@@ -81,6 +85,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("export", help="write an example model with trained weights as a standalone C program")
     from tinygrad_core import export
     export.add_arguments(p, examples_dir())
+    sub.add_parser("llm", help="chat with a GGUF language model, complete a prompt, benchmark or serve it "
+                               "(tinygrad-core llm --help)")
     p = sub.add_parser("bench", help="run a benchmark script from bench/")
     p.add_argument("name", nargs="?", default="bench_cpu")
     p.add_argument("script_args", nargs=argparse.REMAINDER)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 from tinygrad_core import Tensor, TinyJit, Variable, dtypes
 from tinygrad_core.llm.gguf import gguf_load
+from tinygrad_core.ops import Ops
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -29,6 +30,7 @@ class Weight:
     too, the float weights whole after the first prompt."""
     def __init__(self, tensor: Tensor):
         self.graph, self.shape = tensor.uop, tensor.shape
+        self.nbytes = sum(u.arg[0].nbytes for u in self.graph.toposort() if u.op is Ops.BUFFER)    # (the blocks)
 
     @property
     def T(self) -> Tensor: return Tensor(self.graph).T          # noqa: E704
@@ -67,6 +69,9 @@ class Transformer:
         self.embedding, self.norm = Weight(weights["token_embd.weight"]), weights["output_norm.weight"].realize()
         self.output = Weight(weights["output.weight"]) if "output.weight" in weights else self.embedding   # (tied)
         self.blocks = [Block(weights, n) for n in range(self.n_layers)]
+        # what one decode step reads of the weights: every block's, and the output's (a single row of the embedding)
+        self.step_weight_bytes = self.output.nbytes + sum(w.nbytes for b in self.blocks for w in
+                                                          (b.wq, b.wk, b.wv, b.wo, b.gate, b.up, b.down))
         self.decode_step = TinyJit(self._forward_last)
         self.position = Variable("position", 1, self.max_context - 1)
 
