@@ -1,8 +1,10 @@
-"""Shared test helpers: run an op in tinygrad_core and in numpy, compare values and gradients.
+"""Shared test helpers: run an op in tinygrad_core and in numpy or PyTorch, compare values and gradients.
 
-Gradients are checked against central finite differences of the *numpy* function in float64, so the expectation
-never comes from the code under test."""
+Against numpy, gradients are checked against central finite differences of the *numpy* function in float64, so the
+expectation never comes from the code under test; against PyTorch, against torch's own autograd."""
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,8 +36,15 @@ def away_from(values: np.ndarray, points, margin: float = 0.05) -> np.ndarray:
     return values
 
 
+def as_numpy(value) -> np.ndarray:
+    """value as a numpy array: a tinygrad or torch tensor is read back (detached), anything else goes to np.asarray."""
+    return value.detach().numpy() if hasattr(value, "detach") else np.asarray(value)
+
+
 def assert_close(actual, expected, atol=FLOAT_ATOL, rtol=FLOAT_RTOL, what="value"):
-    actual, expected = np.asarray(actual), np.asarray(expected)
+    """Same shape, and the same values within atol + rtol * |expected| (NaN where expected has NaN); integers and
+    booleans exactly. actual and expected may be arrays, lists, or tinygrad or torch tensors."""
+    actual, expected = as_numpy(actual), as_numpy(expected)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
     if expected.dtype == np.bool_ or np.issubdtype(expected.dtype, np.integer):
         np.testing.assert_array_equal(actual, expected, err_msg=what)
@@ -81,6 +90,78 @@ def check(tiny_fn, np_fn, shapes=None, arrays=None, grad: bool = True, low: floa
         actual = t.grad.numpy() if t.grad is not None else np.zeros(t.shape, np.float32)
         assert_close(actual, g, grad_atol, grad_rtol, f"gradient of input {n}")
     return out
+
+
+class TorchRun(NamedTuple):
+    """What against_torch ran, for a test that checks more than it does (signs of zeros, one element's gradient)."""
+    out: Any                # tiny_fn's result: a Tensor or a tuple of them
+    expected: Any           # torch_fn's result, the same way
+    inputs: list            # the Tensors tiny_fn was given (with .grad after a gradient check)
+    torch_inputs: list      # the torch tensors torch_fn was given
+
+
+def against_torch(tiny_fn, torch_fn, *arrays: np.ndarray, atol=FLOAT_ATOL, rtol=FLOAT_RTOL, grad: bool = True,
+                  grad_atol=None, grad_rtol=None, weights=None, parameters=(), compare_values: bool = True) -> TorchRun:
+    """Run tiny_fn on Tensors and torch_fn on torch tensors made from the same arrays and compare the results' shapes
+    and values (a tuple result is compared element by element). With grad=True, also the gradients of a weighted sum
+    of the (first) result: those of every float input, and of each (our Tensor, torch tensor) pair in parameters,
+    whose values are copied into torch first (a layer's weights).
+
+    weights: an array or a number broadcast to the result's shape; by default random in [0.5, 1.5), the same for
+    every call. Gradients are held to grad_atol and grad_rtol, which default to atol and rtol. compare_values=False
+    leaves the values out, for a test about a gradient only."""
+    import torch          # here, not at the top: most tests never compare with PyTorch
+
+    for ours, theirs in parameters:
+        with torch.no_grad():
+            theirs.copy_(torch.from_numpy(ours.numpy().copy()))
+        ours.requires_grad_()
+    inputs = [Tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    torch_inputs = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
+    out, expected = tiny_fn(*inputs), torch_fn(*torch_inputs)
+    outs, expecteds = (out, expected) if isinstance(out, tuple) else ((out,), (expected,))
+    for o, e in zip(outs, expecteds):
+        assert o.shape == tuple(e.shape), f"shape {o.shape}, torch {tuple(e.shape)}"
+    if grad and (any(t.requires_grad for t in inputs) or parameters):
+        if weights is None:
+            weights = rand_array(outs[0].shape, 0.5, 1.5, seed=7)
+        weights = np.broadcast_to(np.asarray(weights, np.float32), outs[0].shape).copy()
+        (outs[0] * Tensor(weights)).sum().backward()
+        (expecteds[0] * torch.tensor(weights)).sum().backward()
+    if compare_values:
+        for o, e in zip(outs, expecteds):
+            assert_close(o, e, atol, rtol)
+    grad_atol, grad_rtol = atol if grad_atol is None else grad_atol, rtol if grad_rtol is None else grad_rtol
+    for n, (t, r) in enumerate(zip(inputs, torch_inputs)):
+        if r.grad is not None:
+            assert_close(t.grad, r.grad, grad_atol, grad_rtol, f"gradient of input {n}")
+    for n, (ours, theirs) in enumerate(parameters):
+        assert_close(ours.grad, theirs.grad, grad_atol, grad_rtol, f"gradient of parameter {n}")
+    return TorchRun(out, expected, inputs, torch_inputs)
+
+
+def pair(x) -> tuple:
+    """A size, stride or padding given once for both spatial axes, as the pair (x, x)."""
+    return tuple(x) if isinstance(x, (tuple, list)) else (x, x)
+
+
+def np_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1) -> np.ndarray:
+    """The reference 2-d convolution (cross-correlation, as torch's conv2d): x (n, c, h, w), w (out, c / groups, kh,
+    kw), padding symmetric per axis, written as one einsum per kernel position."""
+    (sh, sw), (dh, dw), (ph, pw) = pair(stride), pair(dilation), pair(padding)
+    x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    n, _, h, wd = x.shape
+    cout, cin_group, kh, kw = w.shape
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, cout, oh, ow), dtype=np.result_type(x, w))
+    per_group = cout // groups
+    for g in range(groups):
+        xs, ws = x[:, g * cin_group:(g + 1) * cin_group], w[g * per_group:(g + 1) * per_group]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                out[:, g * per_group:(g + 1) * per_group] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out if b is None else out + b.reshape(1, -1, 1, 1)
 
 
 def usable(device: str) -> bool:

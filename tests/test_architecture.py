@@ -1,11 +1,13 @@
 """Guards for the checklists in docs/ARCHITECTURE.md: an op added to `Ops` without its reference meaning, its gradient
 rule or its conformance cases, a fusion rule without a docstring, an import that breaks the house (a cycle in the
-core, an arrow from the core to a backend, a backend reaching past the plugin API) and a comment in the core recording
-a measured speed each fail here, naming what is missing. Allowances are listed by name with the reason; a stale one
-fails too."""
+core, an arrow against the back half's one way, an arrow from the core to a backend, a backend reaching past the
+plugin API; imports inside functions count as much as the others), a core grown past its caps and a comment in the
+core recording a measured speed each fail here, naming what is missing. Allowances are listed by name with the
+reason; a stale one fails too."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import io
 import pathlib
@@ -147,9 +149,9 @@ PLUGIN_API = ("tinygrad_core.plugins", "tinygrad_core.device", "tinygrad_core.dt
               "tinygrad_core.renderer", "tinygrad_core.helpers")
 # Named gaps: a backend module's imports of the core past the plugin API
 BEYOND_API = {
-    ("tinygrad_cuda.compile_check", "tinygrad_core.codegen.opts"):
-        "a pytest plugin that lowers every kernel of a test session for CUDA: a tool, not the backend",
-    ("tinygrad_cuda.compile_check", "tinygrad_core.engine.realize"): "the same tool: it wraps the runner build",
+    ("tinygrad_cuda.compile_check", "tinygrad_core.engine.realize"):
+        "a pytest plugin that lowers every kernel of a test session for CUDA (a tool, not the backend): it wraps the "
+        "runner build",
 }
 
 
@@ -215,29 +217,56 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return groups
 
 
-def core_graph(deferred: bool) -> dict[str, set[str]]:
-    return {m: {i for i in top | (late if deferred else set()) if i in CORE_MODULES and i != m}
-            for m, (top, late) in CORE_IMPORTS.items()}
+# every import of each core module, at module level or inside a function: one made late still ties the two modules
+CORE_GRAPH = {m: {i for i in top | late if i in CORE_MODULES and i != m} for m, (top, late) in CORE_IMPORTS.items()}
 
 
 def test_no_import_cycle_in_the_core():
-    cycles = _cycles(core_graph(deferred=False))
-    assert not cycles, f"module-level import cycles in tinygrad_core (each group imports itself back): {cycles}"
+    cycles = _cycles(CORE_GRAPH)
+    assert not cycles, (f"import cycles in tinygrad_core, imports inside functions included (each group imports itself "
+                        f"back; a lower module that needs a higher one declares the few primitives it needs, or the "
+                        f"higher one registers itself, as sizes.py does in ops.SIZES): {cycles}")
 
 
-# Named gaps: imports made inside functions because at module level they would close a cycle (none left: a lower
-# module that needs a higher one declares the few primitives it needs, or the higher one registers itself)
-CYCLES_DEFERRED: dict[tuple[str, str], str] = {}
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
-def test_deferred_imports_close_only_the_named_cycles():
-    groups = {m: set(group) for group in _cycles(core_graph(deferred=True)) for m in group}
-    closing = {(m, i) for m, (top, late) in CORE_IMPORTS.items() for i in late - top if i in groups.get(m, ())}
-    new = sorted(closing - set(CYCLES_DEFERRED))
-    assert not new, f"imports inside functions that avoid an import cycle (the lower module must not need the " \
-                    f"higher one): {new}"
-    gone = sorted(set(CYCLES_DEFERRED) - closing)
-    assert not gone, f"CYCLES_DEFERRED lists cycles that are gone now (delete them there): {gone}"
+# The back half goes one way, codegen -> renderer -> device: a renderer reads the program the codegen makes (with what
+# the codegen exports for it, such as program_signature and KernelOpts, which the renderer package re-exports to
+# backends), and the device layer runs the result. (importer, what it must never reach, directly or through the
+# modules it imports) -> why
+ONE_WAY = {
+    ("tinygrad_core.codegen", "tinygrad_core.renderer"):
+        "codegen reads what a renderer declares off the renderer it is handed, and hands it a program: it needs "
+        "nothing of the renderer package",
+    ("tinygrad_core.device", "tinygrad_core.codegen"):
+        "the device layer (device.py, with cache.py and plugins.py) allocates, compiles and launches whatever the "
+        "codegen made, without knowing how it was made",
+}
+
+
+def _path_to(start: str, package: str) -> list[str] | None:
+    """The shortest chain of imports from start to a module within package, or None where there is none."""
+    came_from, frontier = {start: None}, [start]
+    while frontier:
+        module = frontier.pop(0)
+        if module != start and _within(module, package):
+            chain = [module]
+            while came_from[chain[-1]] is not None:
+                chain.append(came_from[chain[-1]])
+            return chain[::-1]
+        for imported in sorted(CORE_GRAPH[module] - came_from.keys()):
+            came_from[imported] = module
+            frontier.append(imported)
+    return None
+
+
+@pytest.mark.parametrize("importer, forbidden", sorted(ONE_WAY))
+def test_the_back_half_is_one_way(importer, forbidden):
+    chains = [chain for m in sorted(CORE_MODULES) if _within(m, importer) and (chain := _path_to(m, forbidden))]
+    assert not chains, (f"{importer} reaches {forbidden} ({ONE_WAY[importer, forbidden]}); move what it needs to its "
+                        f"own side: {[' -> '.join(chain) for chain in chains]}")
 
 
 def test_the_core_never_imports_a_backend():
@@ -266,6 +295,35 @@ def test_the_plugin_api_is_the_documented_one():
     guide = (ROOT / "docs" / "PLUGINS.md").read_text()
     undocumented = [m for m in PLUGIN_API if m not in guide and m.replace(".", "/") not in guide]
     assert not undocumented, f"PLUGIN_API names modules docs/PLUGINS.md doesn't document: {undocumented}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The caps: the core stays readable in an afternoon. Lines are counted as bench/loc.py counts them (code, not comments
+# or docstrings), over the files it counts as the core
+# ---------------------------------------------------------------------------------------------------------------
+MOST_LINES_IN_A_FILE = 800
+MOST_LINES_IN_THE_CORE = 6000
+
+
+def core_line_counts() -> dict[pathlib.Path, int]:
+    spec = importlib.util.spec_from_file_location("bench_loc", ROOT / "bench" / "loc.py")
+    loc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loc)
+    return loc.core_counts(CORE)
+
+
+def test_no_core_file_is_over_the_cap():
+    over = {str(path): n for path, n in core_line_counts().items() if n > MOST_LINES_IN_A_FILE}
+    assert not over, f"core files over {MOST_LINES_IN_A_FILE} lines of code (bench/loc.py): {over}; split each by " \
+                     f"concern, one idea to a module"
+
+
+def test_the_core_is_within_its_cap():
+    counts = core_line_counts()
+    total, biggest = sum(counts.values()), sorted(counts.items(), key=lambda item: -item[1])[:5]
+    assert total <= MOST_LINES_IN_THE_CORE, (f"the core is {total} lines of code (bench/loc.py), over its cap of "
+                                             f"{MOST_LINES_IN_THE_CORE}: delete before you add (the biggest files: "
+                                             f"{[(str(path), n) for path, n in biggest]})")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -373,3 +373,50 @@ def test_maximum_gives_the_smaller_side_zero_even_below_a_nan():
     v2 = v0.maximum(v1)
     (v2 / v2).sum().backward()
     assert math.isnan(v0.grad.item()) and v1.grad.item() == 0.0
+
+
+def test_every_derivative_is_in_gradient_py():
+    """gradient.py's first line says it holds every derivative: no Function subclass, backward method or derivative
+    lambda anywhere else in the core, and each composite rule that an op names exists there (and each one is used)."""
+    import ast
+    import pathlib
+    import re
+    from tinygrad_core import gradient
+    root = pathlib.Path(gradient.__file__).parent
+    named, elsewhere = set(), []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "gradient.py" or "conformance" in path.parts:
+            continue
+        source = path.read_text()
+        named |= set(re.findall(r"""(?:composite\(|_smooth\([^"\n]*?,)\s*["'](\w+)["']""", source))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and any(getattr(b, "id", getattr(b, "attr", "")) in ("Function", "Composite")
+                                                      for b in node.bases):
+                elsewhere.append(f"{path.name}: class {node.name}")
+            if isinstance(node, ast.ClassDef) and node.name != "Tensor" and any(
+                    isinstance(f, ast.FunctionDef) and f.name == "backward" for f in node.body):
+                elsewhere.append(f"{path.name}: {node.name}.backward")
+            if isinstance(node, ast.keyword) and node.arg == "derivative":
+                elsewhere.append(f"{path.name}: derivative= (line {node.value.lineno})")
+    assert not elsewhere, f"derivatives outside gradient.py: {elsewhere}"
+    assert named - set(gradient.COMPOSITES) == set(), f"rules named but missing: {named - set(gradient.COMPOSITES)}"
+    assert set(gradient.COMPOSITES) - named == set(), f"rules no op uses: {set(gradient.COMPOSITES) - named}"
+
+
+def test_relu_is_two_ops_and_its_gradient_is_zero_at_zero_and_under_inf():
+    x = Tensor([-1.0, -0.0, 0.0, 2.0, math.nan], requires_grad=True)
+    out = x.relu()
+    ops = {u.op.name for u in out.uop.src[0].toposort()}
+    assert ops <= {"BUFFER", "DEVICE", "DETACH", "CONST", "EXPAND", "RESHAPE", "CMPLT", "WHERE", "CAST"}, ops
+    out.backward(Tensor([1.0, 1.0, math.inf, 1.0, 1.0]))
+    assert x.grad.tolist()[:4] == [0.0, 0.0, 0.0, 1.0] and x.grad.tolist()[4] == 1.0   # (PyTorch's: g at NaN)
+    assert str(out.tolist()[:2]) == "[0.0, -0.0]" and math.isnan(out.tolist()[4])
+
+
+# ---- found by fuzzing: differential fuzzers' reduced cases against PyTorch CPU (docs/FUZZING.md); each comment
+# says the wrong answer it gave ----
+def test_a_tensor_reached_only_through_sign_or_a_comparison_gets_a_zero_gradient():
+    # as PyTorch (and tinygrad): .grad was None, where a float tensor in the graph gets zeros
+    x = Tensor([2.0, -1.0, 0.0])
+    (x.sign() * 3 + (x > 0).where(1.0, 2.0)).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [0.0, 0.0, 0.0]

@@ -127,7 +127,7 @@ def test_batches_shuffle_cover_everything_and_drop_last():
 
 
 def test_a_batch_made_for_the_pass_becomes_a_tensor_without_a_copy_and_a_view_of_the_callers_array_is_copied():
-    from tinygrad_core.schedule import buffer_of
+    from tinygrad_core.buffers import buffer_of
     X, Y = np.arange(24, dtype=np.float32).reshape(6, 4), np.arange(6, dtype=np.int32)
     x, y = next(iter(Batches(X, Y, batch_size=3, shuffle=False, transform=lambda x, rng: x / 2)))
     assert buffer_of(x.uop)._shared                     # the transform's new array is the tensor's memory

@@ -1,9 +1,11 @@
 """The dtype matrix: every dtype made, read back, cast, bitcast and computed with, against numpy; and the
 promotion rules (numpy's where it has them, PyTorch's choices where it differs: any float beats any int)."""
 import itertools
+import math
 
 import numpy as np
 import pytest
+import torch
 from helpers import assert_close
 
 from tinygrad_core import Tensor, dtypes
@@ -260,3 +262,29 @@ def test_finfo_gives_exponent_and_mantissa_bits():
         assert dtypes.finfo(dt) == (np.finfo(np_type).nexp, np.finfo(np_type).nmant)
     with pytest.raises(ValueError, match="floating point.*dtypes.int"):
         dtypes.finfo(dtypes.int32)
+
+
+# ---- found by fuzzing: differential fuzzers' reduced cases against PyTorch CPU (docs/FUZZING.md); each comment
+# says the wrong answer it gave ----
+@pytest.mark.parametrize("a, b", [("float16", "float32"), ("bfloat16", "float32"), ("float16", "float64"),
+                                  ("int8", "float16"), ("int32", "float16")])
+def test_a_binary_op_computed_in_float32_takes_the_promoted_dtype(a, b):
+    # a 16-bit float computing in float32 was rounded back to its own dtype: fmod(float16, float32) was float16;
+    # an int made float32 before the promotion: copysign(int8, float16) was float32
+    x, y = np.array([5.5, -7.25, 3.0, 1.0]), np.array([2.0, 1.5, -0.75, 3.0])
+    for op in ("fmod", "copysign", "logaddexp"):
+        got = getattr(Tensor(x).cast(getattr(dtypes, a)), op)(Tensor(y).cast(getattr(dtypes, b)))
+        want = getattr(torch, op)(torch.tensor(x).to(getattr(torch, a)), torch.tensor(y).to(getattr(torch, b)))
+        assert got.dtype == getattr(dtypes, str(want.dtype).split(".")[1]), (op, got.dtype, want.dtype)
+        assert_close(got.float().numpy(), want.float(), atol=0, rtol=1e-3)
+
+
+def test_a_float16_product_with_a_number_past_its_range_computes_in_float32():
+    # 1e10 and 1e-8 were rounded to float16 first (inf and 0): 0 * 1e10 was NaN, 1e-6 * 1e10 inf, 1e10 / x NaN.
+    # PyTorch rounds the number first in a sum or a comparison (inf - 1e5 is NaN there): so do we
+    x = np.array([0.0, 1e-6, -3.0, math.inf, -math.inf, math.nan, 1e-7, 2.0, 65504.0], np.float16)
+    for fn in (lambda t: t * 1e10, lambda t: 1e10 / t, lambda t: t / 1e10, lambda t: t * 1e-8, lambda t: 3e-9 * t,
+               lambda t: t - 1e5, lambda t: 1e5 + t, lambda t: (t == 70000.0).float(), lambda t: (t < 1e5).float()):
+        y, u = fn(Tensor(x)), fn(torch.tensor(x))
+        assert y.dtype == (dtypes.float16 if u.dtype == torch.float16 else dtypes.float32)
+        assert_close(y.numpy(), u, atol=0, rtol=2e-7)

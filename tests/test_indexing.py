@@ -345,3 +345,38 @@ def test_an_index_tensor_out_of_range_below_reads_zero_as_above():
     # twice and read x[9]
     x = Tensor(np.arange(10.0))
     np.testing.assert_array_equal(x[Tensor([-11, -10, -1, 10, 11, -21]).contiguous()].numpy(), [0, 0, 9, 0, 0, 0])
+
+
+# ---- found by fuzzing: differential fuzzers' reduced cases against PyTorch CPU (docs/FUZZING.md); each comment
+# says the wrong answer it gave ----
+def test_setitem_on_a_lazy_tensor_passes_the_gradient_to_its_inputs_and_the_value():
+    # it was written into a buffer of its own: both gradients came back 0
+    x, v = Tensor([7.0, -4.0, -2.0], requires_grad=True), Tensor(3.0, requires_grad=True)
+    tx, tv = torch.tensor([7.0, -4.0, -2.0], requires_grad=True), torch.tensor(3.0, requires_grad=True)
+    w = np.array([1.0, 2.0, 3.0], np.float32)
+    t = x.contiguous()
+    t[-1] = v
+    (t * Tensor(w)).sum().backward()
+    tt = tx.clone()
+    tt[-1] = tv
+    (tt * torch.tensor(w)).sum().backward()
+    assert t.tolist() == [7.0, -4.0, 3.0]
+    assert x.grad.tolist() == tx.grad.tolist() == [1.0, 2.0, 0.0]
+    assert v.grad.item() == tv.grad.item() == 3.0
+
+
+def test_a_0d_index_tensor_indexes_as_an_int_does():
+    # in torch a 0-d index tensor is an int: t[Tensor(1), :, i] put i's axis first, (2, 3) where torch has (3, 2)
+    x, i = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5), [1, 0]
+    for ours, theirs in (((Tensor(1), slice(None), Tensor(i)), (torch.tensor(1), slice(None), torch.tensor(i))),
+                         ((Tensor(i), slice(None), Tensor(0), Tensor(i)), (torch.tensor(i), slice(None),
+                                                                           torch.tensor(0), torch.tensor(i))),
+                         ((slice(None), Tensor(2), None, Tensor(i)), (slice(None), torch.tensor(2), None,
+                                                                      torch.tensor(i)))):
+        want = torch.tensor(x)[theirs]
+        assert Tensor(x)[ours].numpy().tolist() == want.tolist()
+        t, value = Tensor(x).contiguous().realize(), np.arange(want.numel()).reshape(want.shape)
+        t[ours] = Tensor(value)
+        expected = torch.tensor(x).clone()
+        expected[theirs] = torch.tensor(value)
+        assert t.numpy().tolist() == expected.tolist()

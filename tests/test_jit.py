@@ -6,7 +6,7 @@ from tinygrad_core import Tensor, TinyJit
 from tinygrad_core.nn import Linear
 from tinygrad_core.nn.optim import Adam
 from tinygrad_core.nn.state import get_parameters
-from tinygrad_core.schedule import realized
+from tinygrad_core.buffers import realized
 from helpers import assert_close
 
 
@@ -360,7 +360,7 @@ def _descent(returns_input_grad: bool):
 def test_a_replay_skips_the_kernels_only_the_inputs_gradient_reads(returns_input_grad):
     # a replay's inputs are other tensors, which get no .grad: a kernel that only the capture's x.grad reads would
     # compute what no one sees. Returned, x.grad is an output like any other
-    from tinygrad_core.schedule import buffer_of
+    from tinygrad_core.buffers import buffer_of
     w, step = _descent(returns_input_grad)
     w_ref, batches = w.numpy(), []
     for i in range(4):

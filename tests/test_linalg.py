@@ -1,6 +1,8 @@
-"""dot, matmul, @ and einsum against numpy, forward and backward, over the shapes numpy's matmul accepts."""
+"""dot, matmul, @ and einsum against numpy, forward and backward, over the shapes numpy's matmul accepts; and the
+16-bit and small-int matmuls fuzzers found wrong, against PyTorch."""
 import numpy as np
 import pytest
+import torch
 from helpers import assert_close, check, rand_array
 
 from tinygrad_core import Tensor, dtypes
@@ -94,3 +96,32 @@ def test_wide_matmul_through_packed_panels(a_shape):
     g2, a2 = g.reshape(-1, 1024), a.reshape(-1, 5)
     assert_close(ta.grad.numpy(), (g2 @ b.T).reshape(a_shape), rtol=1e-5)
     assert_close(tb.grad.numpy(), a2.T @ g2, rtol=1e-5)
+
+
+# ---- found by fuzzing: differential fuzzers' reduced cases against PyTorch CPU (docs/FUZZING.md); each comment
+# says the wrong answer it gave ----
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_a_16_bit_matmul_multiplies_and_adds_in_float32(dtype):
+    # products in half overflowed: 60000 * 2 - 60000 * 2 was inf - inf = NaN (PyTorch 0); and its gradients too
+    a, b = np.array([[60000.0, 60000.0], [1.5, -2.25]]), np.array([[2.0, 1.0], [-2.0, 3.0]])
+    dt = dtypes.bfloat16 if dtype == "bfloat16" else dtypes.float16
+    ta, tb = Tensor(a, dtype=dt, requires_grad=True), Tensor(b, dtype=dt, requires_grad=True)
+    out = ta @ tb
+    out.sum().backward()
+    td = torch.bfloat16 if dtype == "bfloat16" else torch.float16
+    pa, pb = torch.tensor(a, dtype=td, requires_grad=True), torch.tensor(b, dtype=td, requires_grad=True)
+    (pa @ pb).sum().backward()
+    assert out.dtype == dt
+    for got, expected in ((out, pa @ pb), (ta.grad, pa.grad), (tb.grad, pb.grad)):
+        assert_close(got.float().numpy(), expected.float(), atol=0, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16"])
+def test_small_int_matmul_keeps_its_dtype_and_wraps_as_it(dtype):
+    # the product was int32 (15000 for int8 100 * 100 + 100 * 50): PyTorch and tinygrad keep int8, wrapped (-104)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype) for shape in ((5, 70), (70, 3)))
+    a[0, :2], b[:2, 0] = info.max, info.max
+    got, want = Tensor(a) @ Tensor(b), torch.tensor(a) @ torch.tensor(b)
+    assert got.dtype == getattr(dtypes, dtype) and got.numpy().tolist() == want.numpy().tolist()

@@ -31,9 +31,9 @@ def server():
     process.wait(timeout=30)
 
 
-def ask(client, question: str, **options):
+def ask(client, question: str, max_tokens: int = 12, **options):
     return client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": question}],
-                                          max_tokens=12, temperature=0, **options)
+                                          max_tokens=max_tokens, temperature=0, **options)
 
 
 def post(url: str, body: bytes) -> tuple[int, dict]:
@@ -69,11 +69,11 @@ def test_the_server_answers_the_openai_client_streamed_and_not(server):
 @needs_model
 def test_requests_at_once_each_get_their_own_answer(server):
     url, client = server
-    alone = [ask(client, q).choices[0].message.content for q in QUESTIONS]
+    alone = [ask(client, q, max_tokens=6).choices[0].message.content for q in QUESTIONS]
     together: dict[int, str] = {}
 
     def one(i: int):
-        together[i] = ask(client, QUESTIONS[i]).choices[0].message.content
+        together[i] = ask(client, QUESTIONS[i], max_tokens=6).choices[0].message.content
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(QUESTIONS))]
     for t in threads:
         t.start()

@@ -4,7 +4,7 @@ import dataclasses
 import json
 import numpy as np
 from tinygrad_core import Context, Device, Tensor
-from tinygrad_core.cache import opts_from_json, opts_to_json
+from tinygrad_core.codegen.cache import opts_from_json, opts_to_json
 from tinygrad_core.codegen.opts import KernelOpts
 from tinygrad_core.engine import search
 from tinygrad_core.engine.realize import CompiledRunner

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 from tinygrad_core import Tensor, dtypes
-from tests.helpers import DEVICES
+from tests.helpers import DEVICES, against_torch
 
 nan, inf = math.nan, math.inf
 
@@ -18,13 +18,9 @@ def same(ours: Tensor, theirs: torch.Tensor, rtol=1e-6, atol=1e-6):
                                equal_nan=True)
 
 
-def grads(fn, values, dtype=torch.float32):
-    """fn's gradient at values, ours and PyTorch's."""
-    x = Tensor(np.array(values, np.float32), requires_grad=True)
-    fn(x).sum().backward()
-    t = torch.tensor(values, dtype=dtype, requires_grad=True)
-    fn(t).sum().backward()
-    return x.grad, t.grad
+def same_gradient(fn, values, rtol=1e-6):
+    """fn's gradient at values (float32), ours against PyTorch's, to this file's tolerance."""
+    against_torch(fn, fn, np.array(values, np.float32), weights=1, compare_values=False, atol=1e-6, rtol=rtol)
 
 
 def test_comparisons_with_nan_are_false():
@@ -39,16 +35,13 @@ def test_relu_keeps_nan_and_negative_zero():
     got, expected = Tensor(x).relu().numpy(), torch.tensor(x).relu().numpy()
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
-    ours, theirs = grads(lambda a: a.relu(), [-1.0, 0.0, 2.0, nan, -0.0])
-    same(ours, theirs)
+    same_gradient(lambda a: a.relu(), [-1.0, 0.0, 2.0, nan, -0.0])
 
 
 def test_relu_passes_no_gradient_at_zero_even_an_infinite_one():
     # log of relu(0) sends back 1 / 0 = inf; relu's gradient at 0 is 0 whatever arrives (inf * 0 gave NaN)
-    ours, theirs = grads(lambda a: a.relu().log(), [-0.0, 0.0, -1.0, 2.0])
-    same(ours, theirs)
-    ours, theirs = grads(lambda a: a.relu() * inf, [-1.0, 0.0, 3.0])
-    same(ours, theirs)
+    same_gradient(lambda a: a.relu().log(), [-0.0, 0.0, -1.0, 2.0])
+    same_gradient(lambda a: a.relu() * inf, [-1.0, 0.0, 3.0])
 
 
 def test_argmax_of_nan_is_the_nan():
@@ -103,8 +96,7 @@ def test_pow_special_values():
 
 @pytest.mark.parametrize("c", [0.0, 0.3, 1.0, 2.5, -1.0])
 def test_pow_gradient_at_zero_and_infinity(c):
-    ours, theirs = grads(lambda a: a ** c, [0.0, inf, -inf, 2.0, -2.0])
-    same(ours, theirs)
+    same_gradient(lambda a: a ** c, [0.0, inf, -inf, 2.0, -2.0])
 
 
 def test_pow_gradient_of_the_exponent():
@@ -131,8 +123,8 @@ def test_saturating_activations_have_finite_gradients(name):
 
 
 def test_abs_and_clip_gradients_at_the_kinks():
-    same(*grads(lambda a: a.abs(), [0.0, -0.0, -2.0, 3.0]))
-    same(*grads(lambda a: a.clip(-2.5, 1.5), [-2.5, 1.5, 0.0, -3.0, 2.0]))
+    same_gradient(lambda a: a.abs(), [0.0, -0.0, -2.0, 3.0])
+    same_gradient(lambda a: a.clip(-2.5, 1.5), [-2.5, 1.5, 0.0, -3.0, 2.0])
     np.testing.assert_array_equal(np.signbit(Tensor([-0.0]).abs().numpy()), [False])
     same(Tensor([nan, -3.0, 3.0]).clip(-1, 1), torch.tensor([nan, -3.0, 3.0]).clip(-1, 1))
     same(Tensor([0.0, 5.0]).clip(3, 1), torch.tensor([0.0, 5.0]).clip(3, 1))   # min > max: max wins
@@ -140,14 +132,14 @@ def test_abs_and_clip_gradients_at_the_kinks():
 
 def test_prod_gradient_with_zeros():
     for x in ([2.0, 0.0, 3.0], [0.0, 0.0, 3.0], [2.0, -1.0, 4.0], [[1.0, 0.0], [2.0, 3.0]]):
-        same(*grads(lambda a: a.prod(-1), x))
+        same_gradient(lambda a: a.prod(-1), x)
 
 
 def test_cos_keeps_its_digits_for_large_arguments():
     x = [1e7, 12345.678, 1e4 + 0.5, 3.0, -1e6]
     same(Tensor(x).cos(), torch.tensor(x).cos(), atol=2e-6)
     same(Tensor(x, dtype=dtypes.float16).cos(), torch.tensor(x, dtype=torch.float16).float().cos().half(), atol=1e-3)
-    same(*grads(lambda a: a.tan(), [0.5, 1.0, -1.2]), rtol=1e-5)
+    same_gradient(lambda a: a.tan(), [0.5, 1.0, -1.2], rtol=1e-5)
 
 
 def test_empty_reductions_and_normalisations():
@@ -195,8 +187,7 @@ def test_isclose_and_allclose():
 
 def test_logsumexp_gradient_reaches_the_maximum():
     for x in ([-1.0], [1.0, 3.0, 2.0], [[0.5, 0.5], [2.0, -1.0]]):
-        ours, theirs = grads(lambda a: a.logsumexp(-1), x)
-        same(ours, theirs)
+        same_gradient(lambda a: a.logsumexp(-1), x)
 
 
 def test_stack_as_a_method_and_a_function():
@@ -212,8 +203,7 @@ def test_inverse_and_hyperbolic_gradients_far_out(name):
               "sinh": [-60.0, 0.2, 3.0, 60.0], "cosh": [-60.0, 0.2, 3.0, 60.0], "erf": [-30.0, -1e-6, 0.4, 3.0],
               "asinh": [-300.0, 0.05, 2.0, 303.0], "acosh": [-300.0, -2.0, 1.5, 300.0],
               "atanh": [-300.0, -0.5, 0.05, 303.0]}[name]
-    ours, theirs = grads(lambda a: getattr(a, name)(), values)
-    same(ours, theirs, rtol=2e-5)
+    same_gradient(lambda a: getattr(a, name)(), values, rtol=2e-5)
 
 
 def test_erf_keeps_its_digits_near_zero():
@@ -277,8 +267,8 @@ def test_activation_gradients_at_the_extremes_and_nan(name):
 
 
 def test_clip_gradient_at_nan_is_zero():
-    same(*grads(lambda a: a.clip(-0.0, 0.0), [nan, 1.0, 0.0]))
-    same(*grads(lambda a: a.clip(-1, 1), [nan, 1.0, -1.0, 0.5, 3.0]))
+    same_gradient(lambda a: a.clip(-0.0, 0.0), [nan, 1.0, 0.0])
+    same_gradient(lambda a: a.clip(-1, 1), [nan, 1.0, -1.0, 0.5, 3.0])
 
 
 def test_binary_crossentropy_clamps_its_logs_as_pytorch():
@@ -332,8 +322,8 @@ def test_whole_powers_are_exact_at_the_top_of_the_range():
         assert (Tensor([-top, top], dtype=dtype) ** 1).tolist() == [-top, top]      # 2^(1 * log2 max) overflowed
     assert (Tensor([2.375], dtype=dtypes.bfloat16) ** 29).item() == torch.tensor(2.375, dtype=torch.bfloat16).pow(29)
     same(Tensor([-inf, -0.0, 4.0, nan]) ** 0.5, torch.tensor([-inf, -0.0, 4.0, nan]) ** 0.5)
-    same(*grads(lambda a: a ** 0.5, [-0.0, 0.0, 4.0]))
-    same(*grads(lambda a: a ** 3, [-inf, 0.0, 2.0, -1e20]))
+    same_gradient(lambda a: a ** 0.5, [-0.0, 0.0, 4.0])
+    same_gradient(lambda a: a ** 3, [-inf, 0.0, 2.0, -1e20])
 
 
 @pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16])
@@ -354,7 +344,7 @@ def test_prod_of_an_empty_bool_tensor_is_one_in_the_dtype_its_sum_has():
 
 def test_logsumexp_gradient_beside_an_infinite_maximum():
     for x in ([inf, 3.4e38], [1.0, inf, 3.4e38], [[inf, 1.0], [2.0, 3.0]], [-inf, -inf], [2.0, 1e30]):
-        same(*grads(lambda a: a.logsumexp(-1), x))
+        same_gradient(lambda a: a.logsumexp(-1), x)
 
 
 def test_half_mean_of_large_values_is_not_inf():

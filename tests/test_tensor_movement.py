@@ -1,7 +1,9 @@
 """Movement ops against numpy: reshape view permute expand pad shrink flip transpose flatten unflatten squeeze
-unsqueeze contiguous cat stack repeat split chunk gather; forward and backward; hypothesis round trips."""
+unsqueeze contiguous cat stack repeat split chunk gather; forward and backward; hypothesis round trips; and the
+empty and 0-d cases fuzzers found wrong, against PyTorch."""
 import numpy as np
 import pytest
+import torch
 from helpers import assert_close, check, rand_array
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -189,3 +191,31 @@ def test_flip_twice_is_identity(shape, data):
     axes = data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
     assert_close(Tensor(x).flip(*axes).numpy(), np.flip(x, axes))
     assert_close(Tensor(x).flip(*axes).flip(*axes).numpy(), x)
+
+
+# ---- found by fuzzing: differential fuzzers' reduced cases against PyTorch CPU (docs/FUZZING.md); each comment
+# says the wrong answer it gave ----
+def test_the_gradient_through_a_strided_view_of_an_empty_tensor():
+    # the scalar's gradient sums over no elements, read through a reshape of a 0-sized view: its index math divided
+    # by the size 0 (ZeroDivisionError inside codegen); fuzzer CPU 13277
+    x = Tensor(np.zeros((1, 0, 0), np.float32), requires_grad=True)
+    s = Tensor(np.float32(-2.25), requires_grad=True)
+    (x * s)[:, ::-2, ::-3].sum().backward()
+    assert x.grad.shape == (1, 0, 0) and s.grad.numpy() == 0
+
+
+def test_chunk_of_an_empty_axis_gives_every_chunk():
+    pieces = Tensor.zeros(2, 0, 1).chunk(4, 1)
+    expected = torch.zeros(2, 0, 1).chunk(4, 1)
+    assert [p.shape for p in pieces] == [tuple(e.shape) for e in expected]
+
+
+def test_a_0d_tensor_gathers_with_a_0d_index():
+    # it failed inside with IndexError (tuple index out of range); torch.gather takes a 0-d tensor and index
+    x = Tensor(2.5, requires_grad=True)
+    y = x.gather(0, Tensor(0))
+    y.backward()
+    assert y.shape == () and y.item() == torch.gather(torch.tensor(2.5), 0, torch.tensor(0)).item()
+    assert x.grad.item() == 1.0
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        x.gather(-1, Tensor([1]).reshape(()))
