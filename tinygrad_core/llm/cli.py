@@ -9,6 +9,7 @@ import sys
 import time
 from tinygrad_core import Device, GlobalCounters
 from tinygrad_core.llm.model import Transformer
+from tinygrad_core.llm.serve import serve
 from tinygrad_core.llm.tokenizer import SimpleTokenizer  # noqa: F401  (tinygrad's place for it: llm.cli)
 
 
@@ -24,25 +25,6 @@ def default_model() -> pathlib.Path:
 def load(path, max_context: int | None) -> tuple[Transformer, SimpleTokenizer]:
     model, kv = Transformer.from_gguf(path, max_context)
     return model, SimpleTokenizer.from_gguf_kv(kv)
-
-
-def prompt_tokens(tokenizer: SimpleTokenizer, messages: list[dict]) -> list[int]:
-    """A chat's tokens: its messages rendered by the file's chat template (which writes any BOS itself), or without
-    one, their contents one after the other."""
-    if tokenizer.chat_template:
-        return tokenizer.encode(tokenizer.render_chat(messages), add_bos=False)
-    return tokenizer.encode("\n".join(m["content"] for m in messages))
-
-
-def complete(model: Transformer, tokenizer: SimpleTokenizer, tokens: list[int], max_tokens: int, **sampling):
-    """Yields (token id, its text) up to max_tokens, an end token (not yielded) or the end of the context."""
-    decode = tokenizer.stream_decoder()
-    for count, token in enumerate(model.generate(tokens, **sampling)):
-        if tokenizer.is_end(token) or count >= max_tokens:
-            break
-        yield token, decode(token)
-        if len(tokens) + count + 1 >= model.max_context:
-            break
 
 
 def benchmark(model: Transformer, tokenizer: SimpleTokenizer, count: int):
@@ -77,9 +59,9 @@ def chat(model: Transformer, tokenizer: SimpleTokenizer, max_tokens: int, **samp
         if not text.strip():
             return
         messages.append({"role": "user", "content": text})
-        tokens = prompt_tokens(tokenizer, messages)
+        tokens = tokenizer.encode_chat(messages)
         answer = ""
-        for _, piece in complete(model, tokenizer, tokens, max_tokens, **sampling):
+        for _, piece in model.complete(tokenizer, tokens, max_tokens, **sampling):
             print(piece, end="", flush=True)
             answer += piece
         print()
@@ -115,11 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.benchmark is not None:
         benchmark(model, tokenizer, args.benchmark)
     elif args.serve is not None:
-        from tinygrad_core.llm.serve import serve
         serve(model, tokenizer, args.serve, os.path.basename(args.model or default_model()))
     elif args.prompt is not None:
-        tokens = prompt_tokens(tokenizer, [{"role": "user", "content": args.prompt}])
-        for _, piece in complete(model, tokenizer, tokens, args.max_tokens, **sampling):
+        tokens = tokenizer.encode_chat([{"role": "user", "content": args.prompt}])
+        for _, piece in model.complete(tokenizer, tokens, args.max_tokens, **sampling):
             print(piece, end="", flush=True)
         print()
     else:

@@ -7,7 +7,7 @@ matmuls reading it fuse, so the float weights never exist as a whole."""
 from __future__ import annotations
 import math
 import numpy as np
-from tinygrad_core import Tensor, TinyJit, Variable, dtypes
+from tinygrad_core import Device, Tensor, TinyJit, Variable, dtypes
 from tinygrad_core.llm.gguf import gguf_load
 from tinygrad_core.ops import Ops
 
@@ -141,6 +141,10 @@ class Transformer:
             chunk = tokens[start:start + chunk_size]
             logits = self._forward_last(Tensor(np.array(chunk, dtype=np.int32)), start)
             position = start + len(chunk)
+        # the prefill's temporaries (each matrix dequantized once for all of a chunk's rows) are no decode step's
+        # size: kept by the allocator's cache, they would only add to the peak
+        if (free_cache := getattr(Device[self.norm.device].allocator, "free_cache", None)) is not None:
+            free_cache()
         while True:
             token = sample(logits, temperature, top_k, top_p, rng)
             yield token
@@ -148,6 +152,17 @@ class Transformer:
                 return
             logits = self.decode_step(Tensor([token], dtype=dtypes.int32), self.position.bind(position))
             position += 1
+
+    def complete(self, tokenizer, tokens: list[int], max_tokens: int, **sampling):
+        """Yields (token id, its text) after tokens, up to max_tokens, an end token (not yielded) or the end of the
+        context."""
+        decode = tokenizer.stream_decoder()
+        for count, token in enumerate(self.generate(tokens, **sampling)):
+            if tokenizer.is_end(token) or count >= max_tokens:
+                break
+            yield token, decode(token)
+            if len(tokens) + count + 1 >= self.max_context:
+                break
 
     def _check_length(self, n: int):
         if not 0 < n <= self.max_context:

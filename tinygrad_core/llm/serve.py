@@ -10,7 +10,6 @@ import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from tinygrad_core.llm.cli import complete, prompt_tokens
 
 
 class RequestError(Exception):
@@ -47,7 +46,7 @@ class Server:
                     for m in messages):
                 raise RequestError("messages must be a non-empty list of {role, content} objects with string "
                                    "values", "messages")
-            tokens = prompt_tokens(self.tokenizer, messages)
+            tokens = self.tokenizer.encode_chat(messages)
         else:
             if not isinstance(prompt := body.get("prompt"), str):
                 raise RequestError("prompt must be a string", "prompt")
@@ -71,7 +70,7 @@ class Server:
         """Yields the answer's text piece by piece, and last ("", finish reason, completion tokens). Run by the
         model's thread only."""
         text, count, reason = "", 0, "length"
-        for _, piece in complete(self.model, self.tokenizer, request["tokens"], request["max_tokens"],
+        for _, piece in self.model.complete(self.tokenizer, request["tokens"], request["max_tokens"],
                                  **request["sampling"]):
             count += 1
             text += piece

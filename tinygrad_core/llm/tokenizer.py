@@ -92,6 +92,13 @@ class SimpleTokenizer:
         self._words[word] = ids = [self.ids[p] for p in parts]
         return ids
 
+    def encode_chat(self, messages: list[dict]) -> list[int]:
+        """A chat's tokens: its messages rendered by the file's chat template (which writes any BOS itself), or without
+        one, their contents one after the other."""
+        if self.chat_template:
+            return self.encode(self.render_chat(messages), add_bos=False)
+        return self.encode("\n".join(m["content"] for m in messages))
+
     # ---- decoding ----
     def token_bytes(self, token_id: int) -> bytes:
         text = self.tokens[token_id]
