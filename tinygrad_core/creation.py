@@ -12,10 +12,10 @@ import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes, to_dtype
 from tinygrad_core.helpers import argfix, fetch, prod
-from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core import sizes as sym
 from tinygrad_core.ops import UOp, is_symbolic
 from tinygrad_core.elementwise import has_float64
-from tinygrad_core.schedule import buffer_uop, buffer_of
+from tinygrad_core.buffers import buffer_uop, buffer_of
 if TYPE_CHECKING:
     from tinygrad_core.tensor import Tensor
 

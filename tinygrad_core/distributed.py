@@ -22,7 +22,7 @@ import numpy as np
 from tinygrad_core.dtype import dtypes, bf16_to_f32, f32_to_bf16
 from tinygrad_core.engine import realize
 from tinygrad_core.nn.datasets import Batches
-from tinygrad_core.schedule import buffer_of
+from tinygrad_core.buffers import buffer_of
 from tinygrad_core.tensor import Tensor
 
 TIMEOUT = float(os.environ.get("TINYGRAD_MPI_TIMEOUT", "300"))   # first steps compile: give a slow rank time

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 from tinygrad_core.device import Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype
-from tinygrad_core.gradient import Function
+from tinygrad_core.gradient import composite
 from tinygrad_core.helpers import broadcast_shape
 from tinygrad_core.ops import Ops, cos_uop
 if TYPE_CHECKING:
@@ -58,35 +58,32 @@ class ElementwiseOps:
 
     def exp2(self) -> Tensor: return self._float()._unary(Ops.EXP2)               # noqa: E704
     def log2(self) -> Tensor: return self._float()._unary(Ops.LOG2)               # noqa: E704
-    def log(self) -> Tensor: return _Log.apply(self._float(), value=lambda x: x.log2() * math.log(2))  # noqa: E704
+    def log(self) -> Tensor: return composite("log", self._float(), value=lambda x: x.log2() * math.log(2))  # noqa
     def log10(self) -> Tensor: return self._float().log2().mul(math.log10(2))     # noqa: E704
     def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
-    # PyTorch's derivative 1 + tan^2 (through sin / cos an inf from above met tan = 0 as inf * 0 = NaN)
-    def tan(self) -> Tensor: return _smooth(self, _tan, lambda x: 1 + _tan(x).square())   # noqa: E704
+    def tan(self) -> Tensor: return _smooth(self, "tan", _tan)                 # noqa: E704
 
     @in_float32                      # (16-bit floats hold too few bits of ln 2 below)
-    def exp(self) -> Tensor: return _smooth(self, _exp, lambda x: x.exp())        # noqa: E704
+    def exp(self) -> Tensor: return _smooth(self, "exp", _exp)                   # noqa: E704
 
     @functools.partial(in_float32, float64=True)     # (1 - 2 sin^2(x/2) cancels near cos's zeros: 1e-7 off)
     def cos(self) -> Tensor: return type(self)(cos_uop(self._float().uop))          # noqa: E704
 
-    def asin(self) -> Tensor: return _smooth(self, _asin, lambda x: (1 - x * x).rsqrt())        # noqa: E704
-    def acos(self) -> Tensor: return _smooth(self, _acos, lambda x: -(1 - x * x).rsqrt())       # noqa: E704
-    def atan(self) -> Tensor: return _smooth(self, _atan, lambda x: 1 / (1 + x * x))            # noqa: E704
-    def sinh(self) -> Tensor: return _smooth(self, _sinh, lambda x: x.cosh())                   # noqa: E704
-    def cosh(self) -> Tensor: return _smooth(self, lambda x: _half_exp(x) + _half_exp(-x), lambda x: x.sinh())  # noqa
-    def asinh(self) -> Tensor: return _smooth(self, _asinh, lambda x: (x * x + 1).rsqrt())      # noqa: E704
-    def acosh(self) -> Tensor: return _smooth(self, _acosh, lambda x: (x * x - 1).rsqrt())      # noqa: E704
-    def atanh(self) -> Tensor: return _smooth(self, _atanh, lambda x: 1 / (1 - x * x))          # noqa: E704
+    def asin(self) -> Tensor: return _smooth(self, "asin", _asin)                  # noqa: E704
+    def acos(self) -> Tensor: return _smooth(self, "acos", _acos)                  # noqa: E704
+    def atan(self) -> Tensor: return _smooth(self, "atan", _atan)                  # noqa: E704
+    def sinh(self) -> Tensor: return _smooth(self, "sinh", _sinh)                  # noqa: E704
+    def cosh(self) -> Tensor: return _smooth(self, "cosh", lambda x: _half_exp(x) + _half_exp(-x))  # noqa: E704
+    def asinh(self) -> Tensor: return _smooth(self, "asinh", _asinh)               # noqa: E704
+    def acosh(self) -> Tensor: return _smooth(self, "acosh", _acosh)               # noqa: E704
+    def atanh(self) -> Tensor: return _smooth(self, "atanh", _atanh)               # noqa: E704
     def copysign(self, other) -> Tensor:
-        """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign, with its gradient:
-        out / self, 0 where self is 0 (NaN at an infinite or NaN self), and none for other."""
+        """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
         a, b = (t._float() for t in self._to_operand(other))      # (promoted first: int8 with float16 is float16)
 
         def value(a, b):
             return (b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0).where(-a.abs(), a.abs())
-        return _Smooth.apply(a, b, value=value,
-                             derivative=lambda a, b: ((a == 0).where(0.0, value(a, b) / a), None))
+        return composite("copysign", a, b, value=value)
 
     @in_float32                      # (exact in float32, and a remainder of 16-bit floats fits their type)
     def fmod(self, x) -> Tensor:
@@ -94,24 +91,23 @@ class ElementwiseOps:
         a, b = self._to_operand(x)
         if not dtypes.is_float(a.dtype):
             return a.mod_trunc(b)
-        return _Smooth.apply(a, b, value=_fmod, derivative=lambda a, b: (1.0, -(a / b).trunc()))    # (PyTorch's)
+        return composite("fmod", a, b, value=_fmod)
 
     def logaddexp(self, other) -> Tensor:
-        """log(e^a + e^b) as max + log1p(e^-|a - b|), with PyTorch's gradient 1 / (1 + e^(b - a)) (through the
-        composition, log1p's unchosen branch divides by zero where e^-|a - b| is 0 next to 1)."""
+        """log(e^a + e^b) as max + log1p(e^-|a - b|) (its gradient PyTorch's: through the composition, log1p's
+        unchosen branch divides by zero where e^-|a - b| is 0 next to 1)."""
         def value(a, b):
             m = a.maximum(b)
             out = m + _log1p((-(a - b).abs()).exp())
             return (m.isinf() & (a == b)).where(m, out)      # inf - inf would be NaN: equal infinities are themselves
         a, b = (t._float() for t in self._to_operand(other))
-        return _Smooth.apply(a, b, value=value,
-                             derivative=lambda a, b: (1 / (1 + (b - a).exp()), 1 / (1 + (a - b).exp())))
+        return composite("logaddexp", a, b, value=value)
     def sqrt(self) -> Tensor: return self._float()._unary(Ops.SQRT)               # noqa: E704
     def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()                    # noqa: E704
     def reciprocal(self) -> Tensor: return self._float()._unary(Ops.RECIP)        # noqa: E704
     def trunc(self) -> Tensor: return self if not dtypes.is_float(self.dtype) else self._unary(Ops.TRUNC)  # noqa
-    def square(self) -> Tensor:      # PyTorch's derivative g (2 x), whose 2 x overflows at |x| > 1.7e38
-        return _smooth(self, lambda x: x * x, lambda x: 2 * x) if dtypes.is_float(self.dtype) else self * self
+    def square(self) -> Tensor:
+        return _smooth(self, "square", lambda x: x * x) if dtypes.is_float(self.dtype) else self * self
 
     def floor(self) -> Tensor:
         t = self.trunc()
@@ -136,26 +132,24 @@ class ElementwiseOps:
             return self
         if not dtypes.is_float(self.dtype):
             return (self < 0).where(-self, self)
-        # +0.0 for -0.0, and the gradient sign(x): 0 at 0, as in PyTorch
-        return _Smooth.apply(self, value=lambda x: (x <= 0).where(0.0 - x, x), derivative=lambda x: x.sign())
+        return composite("abs", self, value=lambda x: (x <= 0).where(0.0 - x, x))      # (+0.0 for -0.0)
 
     def sign(self) -> Tensor:
         return (self < 0).where(-1, (self > 0).where(1, 0)).cast(self.dtype) if self.dtype != dtypes.bool else self
 
     def relu(self) -> Tensor:
-        # as PyTorch's: NaN and -0.0 stay as they are, and the gradient at 0 is 0, also where an inf arrives (detached:
-        # through self * 0 it was inf * 0, NaN)
-        return (self <= 0).where((self < 0).where(0, self.detach()), self).cast(self.dtype)
+        # as PyTorch's: NaN and -0.0 stay as they are (and the gradient at 0 is 0: a rule of its own)
+        relu = lambda x: (x < 0).where(0, x).cast(x.dtype)      # noqa: E731
+        return composite("relu", self, value=relu) if dtypes.is_float(self.dtype) else relu(self)
 
     def sigmoid(self) -> Tensor:
         # 1 / (1 + e^-x), with the derivative s (1 - s): through the composition, a saturated e^-x = inf meets a zero
         # gradient and makes NaN
-        return _Smooth.apply(self._float(), value=lambda x: (1 + (x * (-1 / math.log(2))).exp2()).reciprocal(),
-                             derivative=lambda x: x.sigmoid() * (1 - x.sigmoid()))
+        return composite("sigmoid", self._float(), value=lambda x: (1 + (x * (-1 / math.log(2))).exp2()).reciprocal())
 
     @in_float32                      # (2 sigmoid(2x) - 1 in 16 bits: tanh(1e-3) was 2.4% off)
     def tanh(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_tanh, derivative=lambda x: 1 - x.tanh().square())
+        return composite("tanh", self._float(), value=_tanh)
 
     def leakyrelu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # noqa
 
@@ -165,7 +159,7 @@ class ElementwiseOps:
     # takes the linear piece, as in PyTorch (on tensors short enough for its scalar loop)
     @in_float32         # (in 16 bits, (u - 1) x below is subnormal near 0; computed in float32, rounded once)
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return (self <= 0).where(alpha * _smooth((self <= 0).where(self, 0), _expm1, lambda x: x.exp()), self)
+        return (self <= 0).where(alpha * _smooth((self <= 0).where(self, 0), "expm1", _expm1), self)
 
     def celu(self, alpha: float = 1.0) -> Tensor:
         return (self <= 0).where((self / alpha).elu() * alpha, self)
@@ -175,23 +169,21 @@ class ElementwiseOps:
 
     @in_float32                      # (as PyTorch's; x^3 overflows 16 bits)
     def gelu(self, approximate: str = "tanh") -> Tensor:
-        """GELU; approximate="tanh" (tinygrad's default) or "none" (the erf form, PyTorch's default). PyTorch's
-        derivatives: through the composition, an inf gradient meets the saturated tanh's or erf's 0 as NaN"""
+        """GELU; approximate="tanh" (tinygrad's default) or "none" (the erf form, PyTorch's default), x times a
+        normal CDF. PyTorch's derivatives: through the composition, an inf gradient met the saturated tanh's or erf's 0
+        as NaN"""
         if approximate not in ("tanh", "none"):
             raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
         c = math.sqrt(2 / math.pi)
-        if approximate == "tanh":      # cdf: the normal CDF's approximation; pdf: its derivative
-            u = lambda x: c * (x + 0.044715 * x * x * x)      # noqa: E731     (1 - tanh^2 as 1 / cosh^2: it cancelled)
-            cdf, pdf = lambda x: 0.5 * (1 + u(x).tanh()), lambda x: 0.5 * c * (1 + 0.134145 * x * x) / u(x).cosh() ** 2
-        else:
-            cdf, pdf = lambda x: 0.5 * (1 + (x * 0.5 ** 0.5).erf()), lambda x: (x * x * -0.5).exp() * (c / 2)
-        return _Smooth.apply(self._float(), value=lambda x: x * cdf(x), derivative=lambda x: cdf(x) + x * pdf(x))
+        cdf = (lambda x: 0.5 * (1 + (c * (x + 0.044715 * x * x * x)).tanh())) if approximate == "tanh" else \
+            (lambda x: 0.5 * (1 + (x * 0.5 ** 0.5).erf()))
+        return composite("gelu", self._float(), value=lambda x: x * cdf(x), cdf=cdf, approximate=approximate)
 
     def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()           # noqa: E704
 
     @in_float32                      # (a 16-bit sigmoid underflows where x * sigmoid(x)'s derivative doesn't)
-    def silu(self) -> Tensor:        # PyTorch's derivative s (1 + x (1 - s)): s + x s' met an inf gradient as inf - inf
-        return _smooth(self, lambda x: x * x.sigmoid(), lambda x: x.sigmoid() * (1 + x * (1 - x.sigmoid())))
+    def silu(self) -> Tensor:
+        return _smooth(self, "silu", lambda x: x * x.sigmoid())
 
     swish = silu
 
@@ -201,11 +193,9 @@ class ElementwiseOps:
 
     @in_float32                      # (as PyTorch's: x * 6 would overflow 16 bits)
     def hardswish(self) -> Tensor:
-        # PyTorch's x relu6(x + 3) / 6 (whose x * 6 overflows past 5.7e37) and derivative, which is 1 at NaN and
-        # masks the gradient at -3 and below (a NaN from above gives 0 there: where's, not 0 * NaN)
+        # PyTorch's x relu6(x + 3) / 6 (whose x * 6 overflows past 5.7e37) and derivative
         x = self._float()
-        return (x <= -3).where(x.detach() * 0, _Smooth.apply(x, value=lambda x: x * (x + 3).relu6() / 6, derivative=(
-            lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1)))))
+        return (x <= -3).where(x.detach() * 0, composite("hardswish", x, value=lambda x: x * (x + 3).relu6() / 6))
 
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
         return (alpha * self + beta).hardtanh(0, 1)
@@ -213,17 +203,15 @@ class ElementwiseOps:
     @in_float32                      # (as PyTorch's: b x overflows 16 bits, and e^-|bx| goes subnormal in them)
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         # log(1 + e^(bx)) / b as bx+ + log1p(e^-|bx|) (no overflow; log(1 + y) alone loses y: softplus(-88) was 0,
-        # not 6e-39), and x itself past bx > threshold, as PyTorch's (b x / b overflowed at x = 3e38, b = 2); the
-        # derivative is sigmoid(bx), and 1 past the threshold
+        # not 6e-39), and x itself past bx > threshold, as PyTorch's (b x / b overflowed at x = 3e38, b = 2)
         def value(x):
             soft = ((x * beta).maximum(0) + _log1p((-(x * beta).abs()).exp())) * (1 / beta)
             return (x * beta > threshold).where(x, soft)
-        return _smooth(self, value, lambda x: (x * beta > threshold).where(1.0, (x * beta).sigmoid()))
+        return _smooth(self, "softplus", value, beta=beta, threshold=threshold)
 
     def mish(self) -> Tensor:
-        # PyTorch's derivative: through the composition, x = -3.4e38 meets softplus's e^x = 0 as inf * 0 = NaN
-        return _smooth(self, value=lambda x: x * x.softplus().tanh(), derivative=lambda x: (
-            x.softplus().tanh() + x * x.sigmoid() * (1 - x.softplus().tanh().square())))
+        # PyTorch's derivative: through the composition, x = -3.4e38 met softplus's e^x = 0 as inf * 0 = NaN
+        return _smooth(self, "mish", lambda x: x * x.softplus().tanh())
 
     def softsign(self) -> Tensor: return self / (1 + self.abs())                     # noqa: E704
 
@@ -252,20 +240,19 @@ class ElementwiseOps:
 
     @in_float32                      # (1 - poly * e^-x^2 cancels in 16 bits)
     def erf(self) -> Tensor:
-        return _Smooth.apply(self._float(), value=_erf, derivative=lambda x: (-(x * x)).exp() * _TWO_OVER_SQRT_PI)
+        return composite("erf", self._float(), value=_erf)
 
     @in_float32                      # (end - self may not fit 16 bits)
     def lerp(self, end: Tensor, weight) -> Tensor:
         # PyTorch's form, start + diff w, or end - diff (1 - w) where |weight| >= 1/2 (so both ends are exact), with the
         # branch taken in the base and in the factor: a branch's own product met where's zero gradient as 0 * inf = NaN
-        # derivatives are PyTorch's 1 - w, w and end - start (the sum's would meet an inf from above as inf - inf * 0)
         def value(start, end, w):
             return (small := w.abs() < 0.5).where(start, end) + (end - start) * small.where(w, -(1 - w))
         start, end = self._to_operand(end)
         start, w = start._to_operand(weight)
         shape = broadcast_shape(start.shape, end.shape, w.shape)
         start, end, w = (t._broadcast_to(shape) for t in (start, end, w))
-        return _Smooth.apply(start, end, w, value=value, derivative=lambda a, b, w: (1 - w, w, b - a))
+        return composite("lerp", start, end, w, value=value)
 
 
 def _asin(x: Tensor) -> Tensor:
@@ -401,27 +388,6 @@ def _expm1(x: Tensor) -> Tensor:
 
 
 @in_float32                      # (16-bit floats overflow inside: asinh's x * x past 256)
-def _smooth(x: Tensor, value, derivative) -> Tensor:
-    return _Smooth.apply(x._float(), value=value, derivative=derivative)
+def _smooth(x: Tensor, rule: str, value, **args) -> Tensor:
+    return composite(rule, x._float(), value=value, **args)
 
-
-class _Smooth(Function):
-    """An elementwise function given with its derivative (a tuple, one per input, for several). Through the
-    composition, a branch that isn't selected (a series past its range, an exp that overflows) would meet a zero
-    gradient as 0 * inf = NaN."""
-    def forward(self, *xs, value, derivative=None):
-        # (uops, not Tensors: a live lazy tensor reading a weight is computed with the optimizer's step, a kernel more)
-        self.xs, self.derivative = [x.uop for x in xs], derivative
-        return value(*xs)
-
-    def backward(self, grad_output):
-        d = self.derivative(*map(self.tensor_type, self.xs))
-        # (None: no gradient, zeros even where grad_output is inf or NaN)
-        return tuple(grad_output.zeros_like() if di is None else grad_output * di for di in d) \
-            if isinstance(d, tuple) else grad_output * d
-
-
-class _Log(_Smooth):
-    """log as log2(x) ln 2 with PyTorch's derivative g / x: through the composition, g ln 2 / x (1 / ln 2) didn't
-    cancel (log_softmax's gradient over one element wasn't 0), and 1 / x overflows at a subnormal x."""
-    def backward(self, grad_output): return grad_output / self.tensor_type(self.xs[0])  # noqa: E704

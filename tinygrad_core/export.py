@@ -13,7 +13,7 @@ from tinygrad_core.engine.jit import TinyJit, _tensors_out
 from tinygrad_core.engine.realize import CompiledRunner, has_variables
 from tinygrad_core.ops import Ops, UOp
 from tinygrad_core.renderer.cstyle import CKernel, CStyleRenderer
-from tinygrad_core.schedule import buffer_of
+from tinygrad_core.buffers import buffer_of
 from tinygrad_core.tensor import Tensor
 
 

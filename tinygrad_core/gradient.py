@@ -1,11 +1,14 @@
-"""Autograd: one derivative rule per primitive op. This file is the whole of it.
+"""Autograd: every derivative rule there is. This file is the whole of it.
 
-Each rule maps (output gradient, the node, its sources) to the gradients of its sources (None = no gradient).
-Composite Tensor ops (softmax, conv2d, ...) are built from primitives, so they differentiate through these rules."""
+GRADIENTS has one rule per primitive op: (output gradient, the node, its sources) to the gradients of its sources
+(None = no gradient). Composite Tensor ops (softmax, conv2d, ...) are built from primitives, so they differentiate
+through these rules, except those in COMPOSITES, below: ops whose derivative through their primitives would be wrong
+or inexact (a branch not taken meeting a zero gradient as 0 * inf = NaN, a rounding that doesn't cancel), which
+carry a rule of their own, the same (output gradient, output, inputs) form written with Tensor ops."""
 from __future__ import annotations
 import math
 from tinygrad_core.dtype import dtypes
-from tinygrad_core.helpers import DEBUG
+from tinygrad_core.helpers import DEBUG, prod
 from typing import TYPE_CHECKING
 from tinygrad_core.ops import Ops, UOp, cos_uop
 if TYPE_CHECKING:
@@ -128,3 +131,163 @@ class Function:
         # each in its input's dtype: a Python float in backward promotes a half gradient to float32, and the rules
         # below it would mix the two in one op (a half minimum's gradient failed to compile)
         return (None,) + tuple(None if gr is None else gr.uop.cast(x.dtype) for gr, x in zip(grads, inputs))
+
+
+class Composite(Function):
+    """A composite op computed as value(*inputs), differentiated by its rule in COMPOSITES. The inputs and the output
+    are kept as uops, not Tensors: a live lazy tensor reading a weight is computed with the optimizer's step, a kernel
+    more. `args` reach the rule as keywords (no gradient flows to them), and so do the tensors value may return
+    beside the output, as (output, {name: tensor}), when the rule needs them."""
+    def forward(self, *xs, rule: str, value, **args):
+        out = value(*xs)
+        if isinstance(out, tuple):
+            out, saved = out
+            args = {**args, **saved}
+        self.rule, self.args, self.xs, self.out = rule, args, [x.uop for x in xs], out.uop
+        return out
+
+    def backward(self, grad_output):
+        tensor = self.tensor_type
+        return COMPOSITES[self.rule](grad_output, tensor(self.out), *map(tensor, self.xs), **self.args)
+
+
+def composite(rule: str, *inputs: Tensor, value, **args) -> Tensor:
+    """value(*inputs), whose gradient is COMPOSITES[rule](g, out, *inputs, **args)."""
+    return Composite.apply(*inputs, rule=rule, value=value, **args)
+
+
+def _chain(derivative):
+    """The rule of an elementwise op from its derivative in each input (a tuple for several): g times it, and for
+    None zeros (no gradient, also where g is inf or NaN)."""
+    def rule(g, out, *xs, **args):
+        d = derivative(*xs, **args)
+        return tuple(g.zeros_like() if di is None else g * di for di in d) if isinstance(d, tuple) else g * d
+    return rule
+
+
+def _pow_rule(g, out, b, e, scalar=None):
+    """b ** e: PyTorch's e b^(e-1), 0 where e is 0 (also under an inf from above), and b^e log(b), 0 where b is 0 and
+    e >= 0 (through 2^(e log2|b|), b = 0 or inf gave 0 * inf = NaN); a number's power differentiates through its own
+    pow (b ** 1.5 gives 1.5 sqrt(b))."""
+    below = b.pow(e - 1) if scalar is None else b.pow(scalar - 1)
+    return (e == 0).where(0.0, g * (e * below)), g * ((b == 0) & (e >= 0)).where(0.0, out * b.log())
+
+
+def _cumprod_rule(g, y, x, axis):
+    """PyTorch's: before a row's first zero, the sum of g y over the products that follow, over x; at that zero, the
+    products that skip it, up to the next zero; after it, 0 (through the composition, the zero met a later inf or NaN
+    as 0 * inf = NaN in the gradients before it and after it)."""
+    if x.shape[axis] <= 1:          # (a single element is its own gradient, at -inf too)
+        return g
+    zeros = (x == 0).cumsum(axis)              # the zeros up to each position
+    first, before = (x == 0) & (zeros == 1), zeros == 0
+    # at the first zero: the product before it times the sum of g times the products after it
+    after = (before | first).where(1, x).cumprod(axis)
+    bounds = [(0, n - int(i == axis)) for i, n in enumerate(x.shape)]
+    y_before = y.shrink(bounds).pad([(int(i == axis), 0) for i in range(x.ndim)], value=1)    # (1 before the row)
+    # (up to the next zero: a product past it is 0, not 0 times an inf or NaN of g; summed in order, as PyTorch)
+    at_first = first.where(y_before * (zeros == 1).where(g * after, 0).sum(axis, keepdim=True), 0)
+    following = before.where(g * y, 0).flip(axis).cumsum(axis).flip(axis)      # (the sums over j >= i)
+    return before.where(following / x, at_first)
+
+
+def _gather_rule(g, out, x, index, axis: int):
+    """Each output slice added back to the position it came from: a one-hot sum over the index."""
+    k, n, count = index.ndim, x.shape[axis], prod(index.shape)
+    hits = index.reshape(count, 1) == type(index).arange(n, device=index.device).reshape(1, n)
+    g = g.reshape(g.shape[:axis] + (count, 1) + g.shape[axis + k:])
+    return hits.reshape((1,) * axis + (count, n) + (1,) * (g.ndim - axis - 2)).where(g, 0).sum(axis), None
+
+
+def _running_pick_rule(g, out, x, index):
+    """torch's: each position's gradient goes to the index it was read from. An index holds a run of positions (it
+    only grows), so each sums its run: by doubling steps, a position adds the partial sum 2^t ahead while that is in
+    its run (log n passes, summed pairwise)."""
+    total, step = g, 1
+    while step < index.shape[-1]:
+        ahead = lambda t, fill: t.pad(((0, 0),) * (t.ndim - 1) + ((0, step),), value=fill)[..., step:]  # noqa: E731
+        total = (ahead(index, -1) == index).where(ahead(total, 0) + total, total).contiguous()
+        step *= 2
+    positions = type(index).arange(index.shape[-1], device=index.device, dtype=dtypes.int32)
+    return (index == positions).where(total, 0)
+
+
+def _max_pool_rule(g, out, windows, positions, axes, n):
+    """torch's: all of it to the one element max_pool2d's indices name (max's own gradient would split it between
+    tied maxima, and give NaN where the window has a NaN)."""
+    score, best = windows._pool_choice(positions, axes, n)
+    return (score == best).where(g.reshape(best.shape), 0.0)
+
+
+def _gelu_pdf(x, approximate: str):
+    """The derivative of gelu's normal CDF (or of its tanh approximation: 1 - tanh^2 as 1 / cosh^2, which didn't
+    cancel)."""
+    c = math.sqrt(2 / math.pi)
+    if approximate == "tanh":
+        return 0.5 * c * (1 + 0.134145 * x * x) / (c * (x + 0.044715 * x * x * x)).cosh() ** 2
+    return (x * x * -0.5).exp() * (c / 2)
+
+
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+
+COMPOSITES = {
+    # elementwise: PyTorch's derivatives, written out
+    "log": lambda g, out, x: g / x,       # (through log2(x) ln 2, g ln 2 / x (1 / ln 2) didn't cancel; 1 / x overflows)
+    "exp": _chain(lambda x: x.exp()),     # (its own, not ln 2 (exp2's) times 1 / ln 2, which isn't 1 in floats)
+    "expm1": _chain(lambda x: x.exp()),
+    "tan": lambda g, out, x: g * (1 + out.square()),     # (through sin / cos, an inf met tan = 0 as inf * 0)
+    "asin": _chain(lambda x: (1 - x * x).rsqrt()),
+    "acos": _chain(lambda x: -(1 - x * x).rsqrt()),
+    "atan": _chain(lambda x: 1 / (1 + x * x)),
+    "sinh": _chain(lambda x: x.cosh()),
+    "cosh": _chain(lambda x: x.sinh()),
+    "asinh": _chain(lambda x: (x * x + 1).rsqrt()),
+    "acosh": _chain(lambda x: (x * x - 1).rsqrt()),
+    "atanh": _chain(lambda x: 1 / (1 - x * x)),
+    "square": _chain(lambda x: 2 * x),    # (whose 2 x overflows at |x| > 1.7e38, as PyTorch's)
+    "abs": _chain(lambda x: x.sign()),    # (0 at 0)
+    "sigmoid": _chain(lambda x: x.sigmoid() * (1 - x.sigmoid())),
+    "tanh": _chain(lambda x: 1 - x.tanh().square()),
+    "gelu": _chain(lambda x, cdf, approximate: cdf(x) + x * _gelu_pdf(x, approximate)),
+    "silu": _chain(lambda x: x.sigmoid() * (1 + x * (1 - x.sigmoid()))),     # (s + x s' met an inf as inf - inf)
+    # 1 at NaN, 0 at -3 and below (a NaN from above gives 0 there: where's, not 0 * NaN)
+    "hardswish": _chain(lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1))),
+    "softplus": _chain(lambda x, beta, threshold: (x * beta > threshold).where(1.0, (x * beta).sigmoid())),
+    "mish": _chain(lambda x: x.softplus().tanh() + x * x.sigmoid() * (1 - x.softplus().tanh().square())),
+    "erf": _chain(lambda x: (-(x * x)).exp() * _TWO_OVER_SQRT_PI),
+    "relu": lambda g, out, x: (x <= 0).where(0.0, g),    # (0 at 0, also where an inf arrives; g at NaN)
+    "copysign": lambda g, out, a, b: (g * (a == 0).where(0.0, out / a), g.zeros_like()),    # (none for b)
+    "fmod": _chain(lambda a, b: (1.0, -(a / b).trunc())),
+    "mod": _chain(lambda a, b: (1.0, -a.floordiv(b))),         # (NaN where a is inf)
+    "logaddexp": _chain(lambda a, b: (1 / (1 + (b - a).exp()), 1 / (1 + (a - b).exp()))),
+    "lerp": _chain(lambda a, b, w: (1 - w, w, b - a)),   # (the sum's would meet an inf from above as inf - inf * 0)
+    "pow": _pow_rule,
+    # b ** -0.5, -1, -2: x b^x / b (at -0.0 too), x (-inf)^(x-1) at -inf
+    "negative_pow": lambda g, out, b, e: g * (b == -math.inf).where(0.0 if e == -2 else -0.0, e * out / b),
+    "minimum": lambda g, out, a, b: ((b < a).where(0.0, shared := g * (a != b).where(1.0, 0.5)),
+                                     (a < b).where(0.0, shared)),     # (MAX's; through -max(-a, -b): -0.0)
+    # reductions: logsumexp's e^(x - out) (the e^x of a large x beside a +inf maximum overflowed to 0 * inf), and
+    # var's 2 (x - mean) / (n - correction) (through the mean, an inf met the deviations' sum as inf - inf), inf
+    # (NaN at x == mean) over the whole tensor with no degree of freedom left
+    "logsumexp": lambda g, out, x, axis: g * (x - out).exp(),
+    "var": _chain(lambda x, axis, whole, divisor: (x == x.mean(axis, True)).where(math.nan, math.inf) if whole else
+                  2 * (x - x.mean(axis, True)) / divisor),
+    "cumprod": _cumprod_rule,
+    # what moves elements: each its own
+    "gather": _gather_rule,
+    "running_pick": _running_pick_rule,
+    # masked_select: a flagged position's gradient is the slot its running count names
+    "compact": lambda g, out, values, counts, flags, take: (flags & (counts - 1 < g.shape[0])).where(
+        take(g, (counts - 1).clip(0, g.shape[0] - 1)), 0),
+    # scatter_reduce's amax/amin: shared evenly by every value equal to the result (the fill where no value lands
+    # never shares it, even when it equals an inf that does)
+    "scatter_extreme": lambda g, out, values, t, ties, self_tie: (
+        ties.where((share := g / (ties.sum(-1) + self_tie).maximum(1)).unsqueeze(-1), 0), self_tie.where(share, 0)),
+    "overlapping_windows": lambda g, out, x, kernel, strides, dilations: g._unpool(x.shape[-len(kernel):], kernel,
+                                                                                    strides, dilations),
+    "max_pool": _max_pool_rule,
+    # binary cross-entropy: PyTorch's (p - y) / max(p (1 - p), 1e-12) and log(1 - p) - log(p) (p = 0 made 0 / 0)
+    "binary_crossentropy": lambda g, out, p, y: (g * (p - y) / (p * (1 - p)).maximum(1e-12),
+                                                 g * ((1 - p).log() - p.log())),
+    "contiguous_backward": lambda g, out, x: g.contiguous(),
+}

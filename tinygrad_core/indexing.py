@@ -6,9 +6,9 @@ import string
 import numpy as np
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import broadcast_shape, make_tuple, prod
-from tinygrad_core.gradient import Function
+from tinygrad_core.gradient import composite
 from tinygrad_core.ops import GroupOp, Ops, UOp, is_symbolic, reaches
-from tinygrad_core.schedule import buffer_of, storage
+from tinygrad_core.buffers import buffer_of, storage
 
 SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
 
@@ -231,8 +231,7 @@ class IndexingOps:
         if hits is None:
             return self
         if reduce in ("amax", "amin"):
-            combined = _ScatterExtreme.apply(values._broadcast_to(hits.shape), self, hits, largest=reduce == "amax",
-                                             include_self=include_self)
+            combined = _scatter_extreme(values._broadcast_to(hits.shape), self, hits, reduce == "amax", include_self)
         else:
             picked = hits.where(values, 1 if reduce == "prod" else False if self.dtype == dtypes.bool else 0)
             combined = picked.prod(-1) if reduce == "prod" else picked.sum(-1)
@@ -297,7 +296,8 @@ def _running_extreme(x, axis, largest: bool):
     positions = type(x).arange(moved.shape[-1], device=x.device, dtype=dtypes.int32)
     index = _same(moved, best).where(positions, -1)._scan(lambda rows, mask: mask.where(rows, -1).max(-1),
                                                            type(x).maximum)
-    return _RunningPick.apply(x.transpose(axis, -1), index=index).transpose(axis, -1), index.transpose(axis, -1)
+    picked = composite("running_pick", x.transpose(axis, -1), value=lambda x: _take(x, index), index=index)
+    return picked.transpose(axis, -1), index.transpose(axis, -1)
 
 
 def _triangle(x, diagonal: int, upper: bool):
@@ -333,13 +333,14 @@ def _compact(flags, values, size: int | None, fill_value):
         probe = at + step
         at = ((probe <= n) & (_take(counts, (probe - 1).minimum(n - 1)) <= slots)).where(probe, at)
         step //= 2
-    out = _Compact.apply(values, at=at.minimum(n - 1), counts=counts, flags=flags)
+    at = at.minimum(n - 1)
+    out = composite("compact", values, value=lambda values: _take(values, at), counts=counts, flags=flags, take=_take)
     return out if count <= total else (slots < total).where(out, fill_value).cast(values.dtype)
 
 
 def _take(x, index):
     """x[..., index[..., i]] along x's last axis, each row its own (index's rows are x's): loads by address
-    (Ops.GATHER) from the flat rows. No gradient: _RunningPick and _Compact carry theirs."""
+    (Ops.GATHER) from the flat rows. No gradient: the running pick and the compaction carry theirs."""
     n, lead = x.shape[-1], index.shape[:-1]
     rows = type(x).arange(prod(lead), device=x.device, dtype=dtypes.int32).reshape(*lead, 1) * n
     flat = (index.cast(dtypes.int32) + rows).flatten().contiguous()
@@ -498,7 +499,8 @@ def getitem(t, indices):
         return x
     if len(tensors) == 1:          # one index tensor: a load at the index read, not a one-hot sum over the axis
         axis, index = tensors[0]
-        return _Gather.apply(x, index.contiguous(), axis=axis)
+        return composite("gather", x, index.contiguous(), value=lambda x, index: type(x)(
+            UOp(Ops.GATHER, x.dtype, (x.uop, index.uop), axis)), axis=axis)
     hits, index_shape = _index_mask(x, tensors)
     axes, others = [a for a, _ in tensors], [d for d in range(x.ndim) if d not in (a for a, _ in tensors)]
     other_shape, indexed = tuple(x.shape[d] for d in others), prod(x.shape[a] for a in axes)
@@ -624,63 +626,11 @@ def einsum(formula: str, *operands):
     return product.sum(summed) if summed else product
 
 
-class _Gather(Function):
-    """x's slices at index along axis, read by address (Ops.GATHER). The gradient adds each output slice back to
-    the position it came from: a one-hot sum over the index."""
-    def forward(self, x, index, axis: int):
-        self.index, self.axis, self.n = index, axis, x.shape[axis]
-        return type(x)(UOp(Ops.GATHER, x.dtype, (x.uop, index.uop), axis))
-
-    def backward(self, grad_output):
-        index, axis, n, k = self.index, self.axis, self.n, self.index.ndim
-        count = prod(index.shape)
-        hits = index.reshape(count, 1) == type(index).arange(n, device=index.device).reshape(1, n)
-        g = grad_output.reshape(grad_output.shape[:axis] + (count, 1) + grad_output.shape[axis + k:])
-        hits = hits.reshape((1,) * axis + (count, n) + (1,) * (grad_output.ndim - axis - k))
-        return hits.where(g, 0).sum(axis), None
-
-
-class _RunningPick(Function):
-    """x at a running extreme's index, with torch's gradient: each position's gradient goes to the index it was read
-    from. An index holds a run of positions (it only grows), so each sums its run: by doubling steps, a position adds
-    the partial sum 2^t ahead while that is in its run (log n passes, summed pairwise)."""
-    def forward(self, x, index):
-        self.index = index
-        return _take(x, index)
-
-    def backward(self, grad_output):
-        index, total, step = self.index, grad_output, 1
-        while step < index.shape[-1]:
-            ahead = lambda t, fill: t.pad(((0, 0),) * (t.ndim - 1) + ((0, step),), value=fill)[..., step:]  # noqa
-            total = (ahead(index, -1) == index).where(ahead(total, 0) + total, total).contiguous()
-            step *= 2
-        positions = type(index).arange(index.shape[-1], device=index.device, dtype=dtypes.int32)
-        return (index == positions).where(total, 0)
-
-
-class _Compact(Function):
-    """values at positions at (masked_select's): the gradient of a position whose flag is set is the slot its running
-    count names."""
-    def forward(self, values, at, counts, flags):
-        self.counts, self.flags = counts, flags
-        return _take(values, at)
-
-    def backward(self, grad_output):
-        slot = self.counts - 1
-        return (self.flags & (slot < grad_output.shape[0])).where(_take(grad_output, slot.clip(0, grad_output.shape[0] - 1)), 0)
-
-
-class _ScatterExtreme(Function):
-    """scatter_reduce's amax/amin of the values landing at each position (and of self's value, with include_self),
-    with torch's gradient: shared evenly by every value equal to the result (the fill where no value lands never
-    shares it, even when it equals an inf that does)."""
-    def forward(self, values, t, hits, largest: bool, include_self: bool):
+def _scatter_extreme(values, t, hits, largest: bool, include_self: bool):
+    """scatter_reduce's amax/amin of the values landing at each position (and of t's value, with include_self)."""
+    def value(values, t):
         picked = hits.where(values, dtypes.min(t.dtype) if largest else dtypes.max(t.dtype))
         out = picked.max(-1) if largest else picked.min(-1)
         out = (out.maximum(t) if largest else out.minimum(t)) if include_self else out
-        self.ties, self.self_tie = hits & _same(values, out.unsqueeze(-1)), _same(t, out) & include_self
-        return out
-
-    def backward(self, grad_output):
-        share = grad_output / (self.ties.sum(-1) + self.self_tie).maximum(1)
-        return self.ties.where(share.unsqueeze(-1), 0), self.self_tie.where(share, 0), None
+        return out, {"ties": hits & _same(values, out.unsqueeze(-1)), "self_tie": _same(t, out) & include_self}
+    return composite("scatter_extreme", values, t, value=value)

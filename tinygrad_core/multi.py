@@ -14,7 +14,7 @@ from tinygrad_core.dtype import dtypes
 from tinygrad_core.gradient import GRADIENTS
 from tinygrad_core.helpers import prod
 from tinygrad_core.ops import Ops, UOp, GroupOp, Unique, is_symbolic
-from tinygrad_core.schedule import buffer_of, realized
+from tinygrad_core.buffers import buffer_of, realized
 
 # whether a multi-device value was ever made: until then realizing skips the rewrite, so that a program on one device
 # pays nothing for this file (walking every graph would cost it up to a third of the scheduler's time)
@@ -233,7 +233,7 @@ def lowered(outs: list[UOp]) -> list[UOp]:
 
 def realized_view(u: UOp) -> UOp | None:
     """The buffer view(s) holding u's value once it has been computed (a MULTI of one per device), else None. A node
-    that was rewritten is noted in schedule.realized too (a tensor keeping its graph finds its value there)."""
+    that was rewritten is noted in buffers.realized too (a tensor keeping its graph finds its value there)."""
     if not _active:
         return realized.get(u)
     if (m := lower(u)) is u and u.op is not Ops.MULTI:

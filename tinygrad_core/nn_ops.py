@@ -7,9 +7,10 @@ import math
 import numpy as np
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.elementwise import in_float32
-from tinygrad_core.gradient import Function
+from tinygrad_core.gradient import composite
 from tinygrad_core.helpers import make_tuple, prod, flatten, ceildiv
-from tinygrad_core.schedule import buffer_of, conv_reads_windows_in_place
+from tinygrad_core.buffers import buffer_of
+from tinygrad_core.schedule import conv_reads_windows_in_place
 
 
 class NNOps:
@@ -32,7 +33,8 @@ class NNOps:
             x = x.reshape(*lead, *flatten((o, s) for o, s in zip(outs, strides)))
             x = x.shrink(tuple(keep + flatten(((0, o), (0, k)) for o, k in zip(outs, kernel))))
             return x.permute(*range(nl), *[nl + 2 * i for i in range(dims)], *[nl + 2 * i + 1 for i in range(dims)])
-        return _OverlappingWindows.apply(self, kernel=kernel, strides=strides, dilations=dilations, outs=outs)
+        return composite("overlapping_windows", self, value=lambda x: x._overlapping_windows(kernel, strides, dilations,
+                         outs), kernel=kernel, strides=strides, dilations=dilations)
 
     def _overlapping_windows(self, kernel, strides, dilations, outs):
         dims = len(kernel)
@@ -232,7 +234,7 @@ class NNOps:
         positions = self.arange(n, device=self.device).reshape(spatial)._padded_windows(kernel, strides, dilations,
                                                                                          pads, -1)
         windows = self._padded_windows(kernel, strides, dilations, pads, dtypes.min(self.dtype))
-        pooled = _MaxPool.apply(windows, positions=positions, axes=axes, n=n)
+        pooled = composite("max_pool", windows, value=lambda w: w.max(axes), positions=positions, axes=axes, n=n)
         if not return_indices:
             return pooled
         best = windows._pool_choice(positions, axes, n)[1].reshape(pooled.shape)
@@ -477,7 +479,8 @@ class NNOps:
 
     def binary_crossentropy(self, Y, reduction: str = "mean"):
         """-(Y log(self) + (1 - Y) log(1 - self)), self probabilities; as in PyTorch, each log is at least -100."""
-        return _reduce_loss(_BinaryCrossentropy.apply(*self._to_operand(self._same_shape(Y))), reduction)
+        return _reduce_loss(composite("binary_crossentropy", *self._to_operand(self._same_shape(Y)), value=lambda p, y: -(
+            y * p.log().maximum(-100) + (1 - y) * (1 - p).log().maximum(-100))), reduction)
 
     def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None):
         """binary_crossentropy of sigmoid(self), the positive term weighted by pos_weight (BCEWithLogitsLoss)."""
@@ -525,38 +528,3 @@ def _reduce_loss(loss, reduction: str, counted=None):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     return loss if reduction == "none" else loss.sum() if reduction == "sum" else \
         loss.sum() / counted.sum() if counted is not None else loss.mean()
-
-
-class _BinaryCrossentropy(Function):
-    """PyTorch's binary cross-entropy: the logs clamped at -100 (0 log 0 is 0), and its gradients (p - y) /
-    max(p (1 - p), 1e-12) and log(1 - p) - log(p): through the composition, p = 0 would make 0 / 0."""
-    def forward(self, p, y):
-        self.p, self.y = p, y
-        return -(y * p.log().maximum(-100) + (1 - y) * (1 - p).log().maximum(-100))
-
-    def backward(self, g):
-        return g * (self.p - self.y) / (self.p * (1 - self.p)).maximum(1e-12), g * ((1 - self.p).log() - self.p.log())
-
-
-class _OverlappingWindows(Function):
-    """_pool's windows where they overlap, with the gradient written out (see NNOps._unpool)."""
-
-    def forward(self, x, kernel, strides, dilations, outs):
-        self.spatial, self.kernel, self.strides, self.dilations = x.shape[-len(kernel):], kernel, strides, dilations
-        return x._overlapping_windows(kernel, strides, dilations, outs)
-
-    def backward(self, grad_output):
-        return grad_output._unpool(self.spatial, self.kernel, self.strides, self.dilations)
-
-
-class _MaxPool(Function):
-    """The max of each window, with torch's gradient: all of it to the one element max_pool2d's indices name
-    (max's own gradient would split it between tied maxima, and give NaN where the window has a NaN)."""
-
-    def forward(self, windows, positions, axes, n):
-        self.windows, self.positions, self.axes, self.n = windows, positions, axes, n
-        return windows.max(axes)
-
-    def backward(self, grad_output):
-        score, best = self.windows._pool_choice(self.positions, self.axes, self.n)
-        return (score == best).where(grad_output.reshape(best.shape), 0.0)

@@ -32,7 +32,7 @@ class Ops(Enum):
                            # view, a view (GroupOp.VIEW ops) of target; either way the node is target's value after it
     CUSTOM = auto()        # a user Function: the value of src[0], with arg.backward as its gradient rule
     GATHER = auto()        # src = (x, index): x's elements at index along axis arg (shape: x's, index's in place of
-                           # that axis); lowered to a load whose address is read from index (tensor.py's _Gather)
+                           # that axis); lowered to a load whose address is read from index (indexing.py's gather)
     BIND = auto()          # a Variable with its value for this computation; src = (DEFINE_VAR, CONST)
     MULTI = auto()         # one value on several devices: src = its part on each, arg = the whole shape (multi.py)
     # --- kernel ops: what a renderer receives, in order ---
@@ -188,7 +188,7 @@ class UOp(metaclass=UOpMeta):
 
     def __repr__(self) -> str:
         if is_symbolic(self):
-            return SIMPLIFIER.render(self)
+            return SIZES.render(self)
         return f"UOp({self.op.name}, {self.dtype}, arg={self.arg!r}, src=({', '.join(s.op.name for s in self.src)}))"
 
     def __reduce__(self):   # pickling (for the JIT's and the compile cache's keys) rebuilds through the cache
@@ -213,7 +213,7 @@ class UOp(metaclass=UOpMeta):
     @property
     def val(self) -> int:
         """The value of a symbolic int whose Variables are all bound."""
-        return SIMPLIFIER.evaluate(self)
+        return SIZES.evaluate(self)
 
     # ---- graph helpers ----
     def toposort(self) -> list[UOp]:
@@ -274,12 +274,12 @@ class UOp(metaclass=UOpMeta):
         return x if isinstance(x, UOp) else self.const_like(x)
 
     # on symbolic ints (Variables and sizes made of them) the same operators build simplified index expressions
-    def __add__(self, x): return _sized("add", self, x) if is_symbolic(self) else self.alu(Ops.ADD, self._operand(x))  # noqa
-    def __radd__(self, x): return _sized("add", self, x) if is_symbolic(self) else self._operand(x).alu(Ops.ADD, self)  # noqa
-    def __sub__(self, x): return _sized("sub", self, x) if is_symbolic(self) else self.alu(Ops.SUB, self._operand(x))  # noqa
-    def __rsub__(self, x): return _sized("sub", x, self) if is_symbolic(self) else self._operand(x).alu(Ops.SUB, self)  # noqa
-    def __mul__(self, x): return _sized("mul", self, x) if is_symbolic(self) else self.alu(Ops.MUL, self._operand(x))  # noqa
-    def __rmul__(self, x): return _sized("mul", self, x) if is_symbolic(self) else self._operand(x).alu(Ops.MUL, self)  # noqa
+    def __add__(self, x): return SIZES.arithmetic("add", self, x) if is_symbolic(self) else self.alu(Ops.ADD, self._operand(x))  # noqa
+    def __radd__(self, x): return SIZES.arithmetic("add", self, x) if is_symbolic(self) else self._operand(x).alu(Ops.ADD, self)  # noqa
+    def __sub__(self, x): return SIZES.arithmetic("sub", self, x) if is_symbolic(self) else self.alu(Ops.SUB, self._operand(x))  # noqa
+    def __rsub__(self, x): return SIZES.arithmetic("sub", x, self) if is_symbolic(self) else self._operand(x).alu(Ops.SUB, self)  # noqa
+    def __mul__(self, x): return SIZES.arithmetic("mul", self, x) if is_symbolic(self) else self.alu(Ops.MUL, self._operand(x))  # noqa
+    def __rmul__(self, x): return SIZES.arithmetic("mul", self, x) if is_symbolic(self) else self._operand(x).alu(Ops.MUL, self)  # noqa
     def __neg__(self): return self.alu(Ops.NEG)                               # noqa: E704
     def __truediv__(self, x): return self.alu(Ops.FDIV, self._operand(x))    # noqa: E704
     def lt(self, x): return self.alu(Ops.CMPLT, self._operand(x))             # noqa: E704
@@ -395,15 +395,9 @@ def is_symbolic(u) -> bool:
 _symbolic: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _sized(name: str, a, b):
-    """Size arithmetic on symbolic ints; a result that no longer depends on a Variable is a plain int."""
-    out = getattr(SIMPLIFIER, name)(SIMPLIFIER.const(a) if isinstance(a, int) else a, b)
-    return int(out.arg) if out.op is Ops.CONST and not out.src else out
-
-
-# The index-expression simplifier (codegen/symbolic.py) builds on UOp, so this module doesn't import it: it puts
-# itself here when imported (importing tinygrad_core does), for the arithmetic, values and text of symbolic ints
-SIMPLIFIER = None
+# Symbolic sizes (sizes.py) build on UOp, so this module doesn't import them: sizes.py puts itself here when imported
+# (importing tinygrad_core does), for the arithmetic, values and text of symbolic ints
+SIZES = None
 
 
 def _shape_of(u: UOp) -> tuple[int, ...]:

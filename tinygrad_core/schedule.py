@@ -12,12 +12,12 @@ node; WALK_CUTS, met while walking what would fuse into a kernel; KERNEL_CUTS, o
 build one item per root, in run order (`_order_roots`, `_build_items`). A call's planning state (the nodes laid out
 anew, a `_Plan`, then the planned buffer views) is passed from step to step, never kept in the module."""
 from dataclasses import dataclass, field
-import weakref
-from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.buffers import buffer_of, buffer_uop, realized, resolve, storage
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import all_int, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp, arg_key, dependency_order, reachable
+from tinygrad_core.sizes import max_value, unbind
 
 
 @dataclass
@@ -27,48 +27,6 @@ class ScheduleItem:
     node: UOp                # the graph node this item computes
     becomes: UOp | None = None   # the buffer view that holds node's value once the item has run
     var_vals: dict[str, int] = field(default_factory=dict)   # the values of the Variables in ast's sizes
-
-
-# every node that has been computed, mapped to the buffer view that holds its value (while the node lives)
-realized: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def buffer_uop(buf: Buffer, version: int = 0) -> UOp:
-    """The graph leaf for a buffer. Writing a buffer (ASSIGN) bumps the version, so graphs built afterwards are new
-    nodes and can never be answered from `realized` with the value from before the write."""
-    return UOp(Ops.BUFFER, buf.dtype, (), (buf, version))
-
-
-def buffer_of(u: UOp, planned: dict[UOp, UOp] | None = None) -> Buffer | None:
-    """The Buffer holding u's value when u is a plain (contiguous, whole) view of one, else None."""
-    return leaf.arg[0] if (leaf := buffer_leaf(_resolve(u, planned))) is not None else None
-
-
-def buffer_leaf(view: UOp) -> UOp | None:
-    """The BUFFER node under a plain view of one (the node itself, or a reshape of it); None for any other graph."""
-    leaf = view.src[0] if view.op is Ops.RESHAPE else view
-    return leaf if leaf.op is Ops.BUFFER else None
-
-
-def settled(u: UOp) -> UOp:
-    """u with the nodes under its views (GroupOp.VIEW) that have been computed replaced by the buffer views holding
-    them: a view of a buffer is then views over the BUFFER node (a view of a lazy graph, over that graph)."""
-    u = realized.get(u, u)
-    return u.replace(src=(settled(u.src[0]),)) if u.op in GroupOp.VIEW else u
-
-
-def storage(u: UOp) -> UOp:
-    """The node under u's views, settled: a BUFFER when u views a buffer, an ASSIGN when it views a pending write."""
-    while (u := realized.get(u, u)).op in GroupOp.VIEW:
-        u = u.src[0]
-    return u
-
-
-def _resolve(u: UOp, planned: dict[UOp, UOp] | None = None) -> UOp:
-    """What stands for u's value: the buffer view it is planned to be written to (by the schedule being built) or was
-    computed into, else u itself."""
-    found = planned.get(u) if planned else None
-    return found if found is not None else realized.get(u, u)
 
 
 # what was planned for each graph structure (`_structure`) met lately: a graph built again the same way over other
@@ -81,7 +39,7 @@ NOT_REPLAYED = (Ops.ASSIGN, Ops.COPY)     # writes and transfers
 def create_schedule(outs: list[UOp]) -> list[ScheduleItem]:
     """The items that compute outs, in run order (the steps are named in the module docstring), from the recipe of a
     graph of the same structure where there is one."""
-    key, at, slots = _structure(outs := [_resolve(u) for u in outs], order := _graph_order(outs))
+    key, at, slots = _structure(outs := [resolve(u) for u in outs], order := _graph_order(outs))
     if (recipe := recipes.get(key)) is not None:
         return _replay(recipe, order, list(slots))
     laid, laid_order, was = _lay_out(outs, order)
@@ -103,7 +61,7 @@ def _structure(outs: list[UOp], order: list[UOp]) -> tuple[tuple | None, dict[UO
     at, slots = {u: i for i, u in enumerate(order)}, {}
 
     def place(u: UOp):
-        if (u := _resolve(u)).op is not Ops.BUFFER:
+        if (u := resolve(u)).op is not Ops.BUFFER:
             return at[u]
         return -1 - slots.setdefault(buf := u.arg[0], len(slots)), buf.size, buf.dtype, buf.device
     if any(u.op in NOT_REPLAYED for u in order):
@@ -140,7 +98,7 @@ def _replay(recipe: list[tuple], order: list[UOp], leaves: list[Buffer]) -> list
 
 def _graph_order(outs: list[UOp]) -> list[UOp]:
     """A dependency order (sources first) of the part of the graph that isn't computed yet."""
-    return dependency_order(outs, lambda u: [s for s in map(_resolve, u.src) if s.op is not Ops.BUFFER])
+    return dependency_order(outs, lambda u: [s for s in map(resolve, u.src) if s.op is not Ops.BUFFER])
 
 
 @dataclass
@@ -187,7 +145,7 @@ def _walk_kernel(plan: _Plan, root: UOp):
     stack = [(s, inside is not None, inside) for s in _kernel_inputs(root)]
     while stack:
         u, repeated, in_reduce = stack.pop()
-        u = _resolve(u)
+        u = resolve(u)
         if (u, repeated) in walked or u.op in (Ops.BUFFER, Ops.DEVICE) or (u in plan.is_root and u is not root):
             continue
         walked.add((u, repeated))
@@ -208,7 +166,7 @@ def _realize_point(u: UOp) -> tuple[UOp, ...]:
 
 def _copy_source(u: UOp) -> tuple[UOp, ...]:
     """A transfer copies a buffer: a source that isn't one yet is computed into one first."""
-    return tuple(s for s in map(_resolve, u.src) if buffer_of(s) is None) if u.op is Ops.COPY else ()
+    return tuple(s for s in map(resolve, u.src) if buffer_of(s) is None) if u.op is Ops.COPY else ()
 
 
 def _repeated_reduce(plan: _Plan, root: UOp, u: UOp, repeated: bool, in_reduce: UOp | None) -> UOp | None:
@@ -242,16 +200,16 @@ def _assign_reading_other_elements(plan: _Plan, root: UOp) -> UOp | None:
     transposed) have run before the write."""
     if root.op is not Ops.ASSIGN:
         return None
-    written = _resolve(root.src[2] if len(root.src) > 2 else root.src[0])
+    written = resolve(root.src[2] if len(root.src) > 2 else root.src[0])
     target = storage(written)
 
     def elsewhere(u: UOp) -> bool:       # u, the first view of the target on a path down the value, reads elsewhere
         while u is not written and len(root.src) == 2 and u.op in (Ops.RESHAPE, Ops.DETACH):
-            u = _resolve(u.src[0])
+            u = resolve(u.src[0])
         return u is not written and (len(root.src) > 2 or u is not target)
     reads = reachable([root.src[1]], lambda u: u.op is Ops.BUFFER or u in plan.is_root and u is not root or
-                      u.op in GroupOp.VIEW and storage(u) is target, _resolve)
-    return _resolve(root.src[1]) if any(storage(u) is target and elsewhere(u) for u in reads
+                      u.op in GroupOp.VIEW and storage(u) is target, resolve)
+    return resolve(root.src[1]) if any(storage(u) is target and elsewhere(u) for u in reads
                                         if u.op in GroupOp.VIEW or u.op is Ops.BUFFER) else None
 
 
@@ -374,9 +332,9 @@ def _build_items(roots: list[UOp], is_root: set[UOp], was: dict[UOp, UOp]) -> li
     planned, items = {}, []
     for root in roots:
         # a symbolic size gets a buffer for its largest value, so one buffer serves every value (TinyJit)
-        out = None if root.op is Ops.ASSIGN else Buffer(root.device, sym.max_value(prod(root.shape)), root.dtype)
+        out = None if root.op is Ops.ASSIGN else Buffer(root.device, max_value(prod(root.shape)), root.dtype)
         item = _make_item(root, out, is_root, planned)
-        version = _resolve(root.src[0], planned).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
+        version = resolve(root.src[0], planned).base.arg[1] + 1 if root.op is Ops.ASSIGN else 0
         planned[root] = view = buffer_uop(item.bufs[0] if item is not None else out, version).reshape(root.shape)
         if item is None:               # an empty result: nothing to compute
             realized[was.get(root, root)] = view
@@ -419,9 +377,9 @@ OP_WEIGHT = {Ops.SQRT: 4, Ops.RECIP: 4, Ops.FDIV: 5, Ops.EXP2: 4, Ops.LOG2: 4, O
 
 
 def _under_views(u: UOp) -> UOp:
-    u = _resolve(u)
+    u = resolve(u)
     while u.op in GroupOp.MOVEMENT:
-        u = _resolve(u.src[0])
+        u = resolve(u.src[0])
     return u
 
 
@@ -429,7 +387,7 @@ def _elementwise_work(u: UOp, is_root: set[UOp], views: bool = True) -> int:
     """How many ALU ops a kernel fusing u computes per element of u (stopping at buffers, reduces, other kernels),
     the index math of views included unless views=False."""
     fused = reachable([u], lambda n: n.op in (Ops.BUFFER, Ops.DEVICE, Ops.REDUCE_AXIS) or n in is_root and n is not u,
-                      _resolve)
+                      resolve)
     return sum(OP_WEIGHT.get(n.op, 1 if n.op in GroupOp.ALU else 0) for n in fused   # (not other kernels' roots)
                if (n not in is_root or n is u) and (views or n.op not in GroupOp.MOVEMENT))
 
@@ -437,7 +395,7 @@ def _elementwise_work(u: UOp, is_root: set[UOp], views: bool = True) -> int:
 def _kernel_reads(root: UOp, is_root: set[UOp]) -> set[UOp]:
     """What root's kernel fuses and reads: its nodes, down to buffers and the other kernels (their results)."""
     return reachable(root.src if root.op is Ops.COPY else _kernel_inputs(root),
-                     lambda u: u.op is Ops.BUFFER or u in is_root and u is not root, _resolve)
+                     lambda u: u.op is Ops.BUFFER or u in is_root and u is not root, resolve)
 
 
 def _kernel_inputs(root: UOp) -> tuple[UOp, ...]:
@@ -467,7 +425,7 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
     def to_ast(u: UOp) -> UOp:
         if u in memo:
             return memo[u]
-        r = _resolve(u, planned)
+        r = resolve(u, planned)
         if r.op is Ops.BUFFER:
             made = load(r.arg[0])
         elif r is not u:
@@ -475,11 +433,11 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
         elif u in is_root and u is not root:
             raise AssertionError("a realize point must be realized before its users")
         elif u.op is Ops.CONST:
-            made = UOp(Ops.CONST, u.dtype, (), sym.unbind(u.arg, var_vals))
+            made = UOp(Ops.CONST, u.dtype, (), unbind(u.arg, var_vals))
         elif u.op is Ops.CUSTOM:       # a custom op's value is its forward graph; the rest is for gradients
             made = to_ast(u.src[0])
         elif u.op is Ops.RESHAPE:      # reshapes compose (row-major order): one reshape of the innermost source
-            shape, inner = sym.unbind(u.arg, var_vals), to_ast(u.src[0])
+            shape, inner = unbind(u.arg, var_vals), to_ast(u.src[0])
             inner = inner.src[0] if inner.op is Ops.RESHAPE else inner
             if inner.op is Ops.INPUT and not all(isinstance(s, int) for s in shape):
                 # a buffer seen with a symbolic shape (a TinyJit input): its size is that shape's, so the kernel
@@ -488,13 +446,13 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
             made = inner.reshape(shape)
         else:   # sizes in movement ops lose their values: the kernel is the same for every value of a Variable (other
             # ops' args hold no sizes)
-            arg = sym.unbind(u.arg, var_vals) if u.op in GroupOp.MOVEMENT else u.arg
+            arg = unbind(u.arg, var_vals) if u.op in GroupOp.MOVEMENT else u.arg
             made = UOp(u.op, u.dtype, tuple(map(to_ast, u.src)), arg)
         memo[u] = made
         return made
 
     value = root.src[1] if root.op is Ops.ASSIGN else root
-    if root.op is Ops.ASSIGN and root.src[1] in is_root and _resolve(root.src[1], planned) is root.src[1]:
+    if root.op is Ops.ASSIGN and root.src[1] in is_root and resolve(root.src[1], planned) is root.src[1]:
         raise AssertionError("assign value must be realized first")
     body = to_ast(value.src[0]) if value is root and value.op is Ops.CONTIGUOUS else to_ast(value)
     dest = to_ast(root.src[2]) if into_view else dest
@@ -504,7 +462,7 @@ def _make_item(root: UOp, out: Buffer | None, is_root: set[UOp], planned: dict[U
     while body.op in (Ops.RESHAPE, Ops.DETACH) and body.src[0].op is not Ops.INPUT and not into_view:
         body = body.src[0]
     if body.op is Ops.INPUT:         # a plain copy still needs a shape to index it
-        body = body.reshape(sym.unbind(value.shape, var_vals))
+        body = body.reshape(unbind(value.shape, var_vals))
     ast = UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (dest, body)),))
     return ScheduleItem(ast, bufs, root, var_vals=var_vals)
 

@@ -7,30 +7,32 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import re
 import weakref
 import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype  # noqa: F401
-from tinygrad_core.gradient import compute_gradient, Function
+from tinygrad_core.gradient import compute_gradient, composite, Function
 from tinygrad_core.helpers import all_int, argfix, broadcast_shape, prod
-from tinygrad_core.ops import GroupOp, Ops, UOp, Unique, is_symbolic, reaches
-from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.schedule import create_schedule, buffer_uop, buffer_of, realized, settled, storage
-from tinygrad_core.engine.realize import kept_nodes, reachable, recorder, run_schedule
+from tinygrad_core.ops import GroupOp, Ops, UOp, Unique, is_symbolic
+from tinygrad_core import sizes as sym
+from tinygrad_core.buffers import buffer_uop, buffer_of, realized, settled, storage
+from tinygrad_core.schedule import create_schedule
+from tinygrad_core.engine.lifetime import realize_tensors
+from tinygrad_core.engine.realize import recorder
 from tinygrad_core.nn_ops import NNOps
-from tinygrad_core.creation import CreationOps, _checked_shape
+from tinygrad_core.creation import CreationOps
 from tinygrad_core.indexing import IndexingOps, einsum, getitem, setitem
+from tinygrad_core.movement import MovementOps
 from tinygrad_core.debug import graph_dot, graph_text
-from tinygrad_core.elementwise import ElementwiseOps, _Smooth, has_float64, in_float32
-from tinygrad_core.multi import MultiOps, assign_multi, lowered, realized_view, replicated
+from tinygrad_core.elementwise import ElementwiseOps, has_float64, in_float32
+from tinygrad_core.multi import MultiOps, assign_multi, lowered, replicated
 
 
 _serials = itertools.count()      # tensors in creation order (Tensor._live)
 SCAN_BLOCK = 16                   # a scan's blocks: each is scanned with an n^2 mask
 
 
-class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
+class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     """A lazily evaluated n-dimensional array with automatic differentiation."""
     # the TRAINING and NO_GRAD settings themselves, so that Context(TRAINING=1), `with Tensor.train():` and
     # Tensor.training agree (and the same for `with Tensor.no_grad():`)
@@ -143,24 +145,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
 
     @staticmethod
     def realize_all(*tensors: Tensor):
-        if all(t.uop not in realized and buffer_of(t.uop) is not None for t in tensors):
-            return          # (plain buffers already, as a jitted step's loss for .item(): nothing to run or drop)
-        tensors = list(tensors) + _readers_of_overwritten(tensors)
-        # a tensor that a later backward() must go through keeps its graph (the buffer is found through
-        # schedule.realized); every other tensor drops it, so chains of updates don't grow without end. What the
-        # graphs kept reach is kept; the schedule frees every other buffer it makes after its last reader
-        needs_graph = _graph_keeper()
-        dropping = {id(t) for t in tensors if not needs_graph(t)}
-        # a view of a buffer (or of a write into one) stays a view: what is computed is the write, if any
-        views = {id(t) for t in tensors if t.uop.op in GroupOp.VIEW and storage(t.uop).op in (Ops.BUFFER, Ops.ASSIGN)}
-        # (a multi-device tensor is scheduled as its parts, one graph per device: multi.py)
-        uops = lowered([storage(t.uop) if id(t) in views else t.uop for t in tensors])
-        schedule, outs = create_schedule(uops), {id(t) for t in tensors}
-        run_schedule(schedule, kept_nodes(schedule, uops, [t.uop for t in tensors if id(t) not in dropping],
-                                          lambda: [t for t in list(Tensor._live.values()) if id(t) not in outs]))
-        for t in tensors:       # (realized_view notes a multi-device value's parts in realized: kept graphs find it)
-            if (view := settled(t.uop) if id(t) in views else realized_view(t.uop)) is not None and id(t) in dropping:
-                t.uop = view
+        realize_tensors(tensors, lambda: list(Tensor._live.values()), {t.uop for t in list(Tensor._grad_tensors)})
 
     def schedule(self) -> list:
         """The kernels realize() would run, without running them."""
@@ -225,7 +210,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def contiguous_backward(self) -> Tensor:
         """The same values; the gradient arriving here is materialised in this tensor's layout before it flows on
         (a product-sum below then reads it like a matmul operand, not through the views above)."""
-        return _ContiguousBackward.apply(self)
+        return composite("contiguous_backward", self, value=lambda x: x)
 
     def assign(self, x) -> Tensor:
         """Write x into this tensor's memory, in place. A view (t[1:3], t.T, t.reshape(...), t.detach()) writes into
@@ -423,9 +408,8 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         def value(a, b):
             r = a.fmod(b)            # (as PyTorch: fmod's remainder, moved over to the divisor's sign)
             return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
-        a, b = self._to_operand(x, reverse)     # PyTorch's derivatives: 1 and -(a // b), NaN where a is inf
-        return _Smooth.apply(a, b, value=value, derivative=lambda a, b: (1.0, -a.floordiv(b))) if \
-            dtypes.is_float(a.dtype) else value(a, b)
+        a, b = self._to_operand(x, reverse)
+        return composite("mod", a, b, value=value) if dtypes.is_float(a.dtype) else value(a, b)
 
     def pow(self, x, reverse=False) -> Tensor:
         """self ** x with PyTorch's types and special values: an integer tensor to an integer power stays an integer
@@ -436,20 +420,19 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         # as PyTorch: +-1/2 are square roots ((-inf) ** 0.5 is NaN), -1 and -2 reciprocals, and whole powers multiply
         # out, exact where 2^(c log2|b|) rounds (max ** 1 would overflow)
         if not reverse and isinstance(x, (int, float)) and (x in (0.5, -0.5, -1, -2) or 0 < x < 2**31 and x == int(x)):
-            if x < 0:   # the derivative x b^(x-1) as x b^x / b (at -0.0 too), x (-inf)^(x-1) at -inf
+            if x < 0:
                 v = lambda b: (b.sqrt() if x == -0.5 else b if x == -1 else b * b).reciprocal()   # noqa: E731
-                return _Smooth.apply(base, value=in_float32(v), derivative=lambda b: (b == -math.inf).where(
-                    0.0 if x == -2 else -0.0, x * in_float32(v)(b) / b))
+                return composite("negative_pow", base, value=in_float32(v), e=x)
             return base.sqrt() if x == 0.5 else in_float32(_int_pow)(base, int(x))
-        # (a number's power differentiates through its own pow, as PyTorch's: b ** 1.5 gives 1.5 sqrt(b), NaN at -inf)
-        return _Pow.apply(base, exponent, scalar=x if not reverse and isinstance(x, (int, float)) else None)
+        return composite("pow", base, exponent, value=_pow_values,
+                         scalar=x if not reverse and isinstance(x, (int, float)) else None)
 
     def maximum(self, x) -> Tensor: return self._binary(Ops.MAX, x)     # noqa: E704
 
     def minimum(self, x) -> Tensor:
         a, b = self._to_operand(x)
         if dtypes.is_float(a.dtype):
-            return _Minimum.apply(a, b)
+            return composite("minimum", a, b, value=lambda a, b: -((-a).maximum(-b)))
         return a._flip_order().maximum(b._flip_order())._flip_order()
 
     def _flip_order(self) -> Tensor:
@@ -599,11 +582,9 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
     def var(self, axis=None, keepdim=False, correction=1) -> Tensor:
         x, n = self._float(), prod(self.shape[a] for a in self._axes(axis)) if self.ndim else 1
         dof, dev = n - correction if is_symbolic(n) else max(0, n - correction), lambda x: x - x.mean(axis, True)
-        # PyTorch's derivative 2 (x - mean) / (n - correction): through the mean, an inf gradient met the deviations'
-        # sum as inf - inf = NaN. Over the whole tensor, with no degree of freedom left, it is inf (NaN at x == mean)
-        whole = (axis is None or not self.ndim) and dof == 0
-        out = _Smooth.apply(x, value=lambda x: dev(x).square().sum(axis, True) / dof, derivative=lambda x: (
-            (x == x.mean(axis, True)).where(math.nan, math.inf) if whole else 2 * dev(x) / (n - correction)))
+        whole = (axis is None or not self.ndim) and dof == 0      # (no degree of freedom left)
+        out = composite("var", x, value=lambda x: dev(x).square().sum(axis, True) / dof, axis=axis, whole=whole,
+                        divisor=n - correction)
         return out if keepdim else out.reshape(x.sum(axis).shape)
 
     @functools.partial(in_float32, float64=True)       # (the variance itself may not fit 16 bits, or float32)
@@ -646,7 +627,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         x = self._float()
         if x.numel() == 0:
             return x.sum(axis, keepdim).log()          # (over an empty axis: log 0 = -inf)
-        return _LogSumExp.apply(x, axis=axis).reshape(x.sum(axis, keepdim).shape)
+        def value(x):
+            m = x.max(axis, keepdim=True).isinf().where(0.0, x.max(axis, keepdim=True))   # (inf - inf would be NaN)
+            return (x - m).exp().sum(axis, keepdim=True).log().add(m)
+        return composite("logsumexp", x, value=value, axis=axis).reshape(x.sum(axis, keepdim).shape)
 
     def softmax(self, axis=-1) -> Tensor:
         if self.numel() == 0:          # nothing to normalise (the axis is still checked)
@@ -684,7 +668,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                                        Tensor.mul)
         if not dtypes.is_float(self.dtype) or self.ndim == 0:
             return running(self)
-        return _CumProd.apply(self, value=running, axis=self._axis(axis))
+        return composite("cumprod", self, value=running, axis=self._axis(axis))
 
     def _running(self, axis, total, combine) -> Tensor:
         """The running totals along axis (_scan's, axis moved last). A 0-d tensor is its own running total (axis 0 or
@@ -713,107 +697,7 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         later = combine(carry[..., :-1].unsqueeze(-1), inner[..., 1:, :])
         return inner[..., :1, :].cat(later, dim=-2).reshape(*lead, m * SCAN_BLOCK)[..., :n]
 
-    # ---- movement ----
-    def reshape(self, shape, *args) -> Tensor:
-        """A new shape with the same elements; -1 is inferred, None keeps the size at that position (tinygrad)."""
-        shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
-        if not all(type(s) is int for s in shape + self.shape):     # (plain ints, the common case, need no checks)
-            shape = _checked_shape(shape, "reshape sizes", negative_ok=True)
-            if any(map(is_symbolic, shape + self.shape)):
-                return self._reshape_symbolic(shape)
-        if shape.count(-1) > 1:
-            raise RuntimeError(f"can't reshape {self.shape} to {shape}: only one dimension can be -1")
-        if -1 in shape:
-            known = prod(s for s in shape if s != -1)
-            if known == 0 or self.numel() % known:
-                raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape}")
-            shape = tuple(self.numel() // known if s == -1 else s for s in shape)
-        if prod(shape) != self.numel() or any(s < 0 for s in shape):
-            raise ValueError(f"can't reshape {self.shape} ({self.numel()} elements) to {shape} "
-                             f"({prod(shape)} elements)")
-        return self if shape == self.shape else Tensor(self.uop.reshape(shape))
-
-    def _reshape_symbolic(self, shape) -> Tensor:
-        """A reshape from or to sizes made of Variables: the element counts must agree at the bound values."""
-        if -1 in shape:
-            raise ValueError(f"can't infer a -1 size next to symbolic sizes ({self.shape} to {shape}); give every size")
-        new, old = (sym.evaluate(prod(s)) for s in (shape, self.shape))
-        if new != old or any(sym.evaluate(s) < 0 for s in shape):
-            raise ValueError(f"can't reshape {self.shape} ({old} elements) to {shape} ({new} elements)")
-        return self if shape == self.shape else Tensor(self.uop.reshape(shape))
-
-    def view(self, *shape) -> Tensor: return self.reshape(*shape)       # noqa: E704
-
-    def permute(self, order, *args) -> Tensor:
-        given = argfix(order, *args)
-        if len(given) != self.ndim:
-            raise RuntimeError(f"permute order {given} has {len(given)} axes, the tensor has {self.ndim} "
-                               f"(shape {self.shape})")
-        order = tuple(self._axis(a) for a in given)
-        if sorted(order) != list(range(self.ndim)):
-            raise RuntimeError(f"permute order {given} isn't a permutation of the {self.ndim} axes of {self.shape}")
-        return Tensor(self.uop.permute(order))
-
-    def expand(self, shape, *args) -> Tensor:
-        shape = _checked_shape(argfix(shape, *args), "expand sizes", negative_ok=True)
-        base = (1,) * (len(shape) - self.ndim) + self.shape
-        new = tuple(b if s == -1 and i >= len(shape) - self.ndim else s for i, (s, b) in enumerate(zip(shape, base)))
-        if len(shape) < self.ndim or any(isinstance(s, int) and s < 0 or b != 1 and b != s for b, s in zip(base, new)):
-            raise ValueError(f"can't expand {self.shape} to {shape}: only size-1 dimensions can grow, and -1 keeps "
-                             "a dimension the tensor has")
-        return self._broadcast_to(new)
-
-    def pad(self, padding, value: float = 0.0, mode: str = "constant") -> Tensor:
-        """padding: ((before, after), ...) per axis, or a flat PyTorch-style (last_before, last_after, ...). mode:
-        'constant' (filled with value), 'reflect', 'replicate' or 'circular' (see NNOps._pad_mode)."""
-        if padding and not any(isinstance(p, (tuple, list)) or p is None for p in padding):
-            if len(padding) % 2 or len(padding) > 2 * self.ndim:
-                raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape} (a flat padding "
-                                 f"has an even length up to {2 * self.ndim}), got {padding}")
-            pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)]
-            padding = [(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1]
-        padding = tuple((0, 0) if p is None else _checked_shape(p, "padding", negative_ok=True) for p in padding)
-        if len(padding) != self.ndim or any(len(p) != 2 for p in padding):
-            raise ValueError(f"pad needs {self.ndim} (before, after) pairs for shape {self.shape}, got {padding}")
-        if mode != "constant":
-            return self._pad_mode(padding, mode)
-        if any(sym.evaluate(b) < 0 or sym.evaluate(a) < 0 for b, a in padding):   # negative padding crops
-            x = self.shrink(tuple((max(0, -b), s - max(0, -a)) for (b, a), s in zip(padding, self.shape)))
-            return x.pad(tuple((max(0, b), max(0, a)) for b, a in padding), value)
-        if dtypes.is_int(self.dtype) and not (math.isfinite(value) and value == int(value) and
-                                              dtypes.min(self.dtype) <= value <= dtypes.max(self.dtype)):
-            raise RuntimeError(f"pad value {value} can't be held by {self.dtype} (shape {self.shape})")
-        out = Tensor(self.uop.pad(padding))
-        if value == 0 and math.copysign(1.0, value) > 0:       # (-0.0 pads too: cat relies on it)
-            return out
-        region = Tensor(UOp.const(dtypes.bool, True, self.device).broadcast_to(self.shape).pad(padding))
-        return region.where(out, value)
-
-    def rearrange(self, formula: str, **sizes) -> Tensor:
-        """einops-style axis rearrangement: "b (h w) c -> b h w c" (sizes name the parts of a split group), "..." for
-        the axes not named, "1" or "()" for a size-1 axis."""
-        if formula.count("->") != 1:
-            raise ValueError(f"rearrange needs exactly one '->' in {formula!r}")
-        left, right = (_axis_groups(side, formula) for side in formula.split("->"))
-        covered = self.ndim - len(left) + 1
-        left, right = (_expand_ellipsis(groups, covered) for groups in (left, right))
-        names = [n for g in left for n in g]
-        if len(left) != self.ndim or sorted(names) != sorted(n for g in right for n in g) or \
-                len(set(names)) != len(names) or any(n not in names for n in sizes):
-            raise ValueError(f"rearrange {formula!r} doesn't fit shape {self.shape}: each axis name once on each "
-                             f"side, one group per axis on the left")
-        split = []
-        for group, size in zip(left, self.shape):
-            known = prod(sizes[n] for n in group if n in sizes)
-            unknown = [n for n in group if n not in sizes]
-            if len(group) > 1 and (len(unknown) > 1 or size % max(known, 1)):
-                raise ValueError(f"rearrange: group {group} of size {size} needs the sizes of all its names but one")
-            split += [sizes.get(n, size // max(known, 1)) for n in group]
-        x = self.reshape(split)
-        x = x.permute([names.index(n) for g in right for n in g])
-        size_of = dict(zip([n for g in right for n in g], x.shape))
-        return x.reshape([prod(size_of[n] for n in g) for g in right])
-
+    # ---- composing and replacing ----
     def sequential(self, layers) -> Tensor:
         """Apply each callable in turn."""
         return functools.reduce(lambda x, f: f(x), layers, self)
@@ -825,81 +709,6 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         self.uop = x.uop
         return self
 
-    def shrink_to(self, shape, *args) -> Tensor:
-        """The leading part of each axis, to this shape (None keeps an axis)."""
-        return self.shrink(tuple(None if s is None else (0, s) for s in argfix(shape, *args)))
-
-    def pad_to(self, shape, *args, value: float = 0.0) -> Tensor:
-        """Padded at the end of each axis to this shape (None keeps an axis)."""
-        shape = argfix(shape, *args)
-        if len(shape) != self.ndim:
-            raise ValueError(f"pad_to shape {shape} has {len(shape)} axes, the tensor has {self.ndim} ({self.shape})")
-        return self.pad(tuple((0, 0 if n is None else n - s) for s, n in zip(self.shape, shape)), value)
-
-    def shrink(self, bounds) -> Tensor:
-        bounds = tuple((0, s) if b is None else tuple(b) for b, s in zip(bounds, self.shape))
-        if len(bounds) != self.ndim or any(not 0 <= sym.evaluate(b) <= sym.evaluate(e) <= sym.evaluate(s)
-                                           for (b, e), s in zip(bounds, self.shape)):
-            raise ValueError(f"shrink bounds {bounds} don't fit shape {self.shape}")
-        return Tensor(self.uop.shrink(bounds))
-
-    def flip(self, axis, *args) -> Tensor: return Tensor(self.uop.flip(self._axes(argfix(axis, *args))))  # noqa: E704
-
-    def transpose(self, dim0=1, dim1=0) -> Tensor:
-        dim0, dim1 = self._axis(dim0), self._axis(dim1)
-        if not self.ndim:           # (a 0-d tensor's axes 0 and -1 are the same one)
-            return self
-        order = list(range(self.ndim))
-        order[dim0], order[dim1] = order[dim1], order[dim0]
-        return self.permute(order)
-
-    @property
-    def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))     # noqa: E704
-
-    def flatten(self, start_dim=0, end_dim=-1) -> Tensor:
-        if self.ndim == 0:
-            return self.reshape(1)
-        start, end = self._axis(start_dim), self._axis(end_dim)
-        if start > end:
-            raise RuntimeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
-        return self.reshape(self.shape[:start] + (prod(self.shape[start:end + 1]),) + self.shape[end + 1:])
-
-    def unflatten(self, dim: int, sizes) -> Tensor:
-        dim = self._axis(dim)
-        return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:])
-
-    def squeeze(self, dim=None) -> Tensor:
-        dims = self._axes(dim)      # (None: every axis)
-        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in dims or s != 1))
-
-    def unsqueeze(self, dim: int) -> Tensor:
-        dim = self._axis(dim, extra=1)
-        return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
-
-    def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
-        tensors = (self,) + others
-        for i, t in enumerate(tensors):
-            if not isinstance(t, Tensor):
-                raise TypeError(f"cat takes tensors, got {type(t).__name__} at position {i}")
-            if t.ndim == 0:
-                raise IndexError(f"a 0-d tensor (at position {i}) can't be concatenated; unsqueeze it or use stack")
-            if t.device != self.device:
-                raise RuntimeError(f"cat: tensors are on different devices ({self.device} and {t.device})")
-        dim = self._axis(dim)
-        for t in others:
-            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
-                raise RuntimeError(f"cat along dim {dim}: shapes {self.shape} and {t.shape} differ in another dim")
-        dtype = least_upper_dtype(*(t.dtype for t in tensors))
-        total, start, out = sum(t.shape[dim] for t in tensors), 0, None
-        for t in tensors:
-            padding = [(0, 0)] * self.ndim
-            padding[dim] = (start, total - start - t.shape[dim])
-            # floats pad with -0.0, which adds exactly (-0.0 + x is x, -0.0 included; +0.0 would turn -0.0 to +0.0)
-            piece = t.cast(dtype).pad(tuple(padding), -0.0 if dtypes.is_float(dtype) and len(tensors) > 1 else 0.0)
-            out = piece if out is None else out + piece
-            start += t.shape[dim]
-        return out
-
     def stack(*tensors, dim: int = 0) -> Tensor:
         """Tensors of one shape joined along a new axis: a.stack(b, c) or Tensor.stack(a, b, c) (or a list)."""
         if not (tensors := Tensor._need_tensors("stack", *argfix(*tensors))):
@@ -910,41 +719,6 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                 raise RuntimeError(f"stack needs tensors of one shape, got {first.shape} and {t.shape}")
         dim = first._axis(dim, extra=1)
         return first.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
-
-    def repeat(self, repeats, *args) -> Tensor:
-        repeats = _checked_shape(argfix(repeats, *args), "repeats", negative_ok=True)
-        if len(repeats) < self.ndim or any(r < 0 for r in repeats):     # (expand would read -1 as "keep")
-            raise RuntimeError(f"repeat needs a count >= 0 for each of the {self.ndim} dims of {self.shape}: {repeats}")
-        base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
-        shape = base.shape
-        expanded = base.reshape(tuple(x for s in shape for x in (1, s))).expand(
-            tuple(x for r, s in zip(repeats, shape) for x in (r, s)))
-        return expanded.reshape(tuple(r * s for r, s in zip(repeats, shape)))
-
-    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
-        if not isinstance(repeats, int) or repeats < 0:     # (expand would read -1 as "keep")
-            raise RuntimeError(f"repeat_interleave needs a non-negative int of repeats, got {repeats!r}")
-        x = self.flatten() if dim is None else self
-        dim = 0 if dim is None else x._axis(dim)
-        return x.unsqueeze(dim + 1).expand(x.shape[:dim + 1] + (repeats,) + x.shape[dim + 1:]).flatten(dim, dim + 1)
-
-    def split(self, sizes, dim: int = 0) -> list[Tensor]:
-        dim = self._axis(dim)
-        if any(s < 0 for s in argfix(sizes)) or sizes == 0 and self.shape[dim]:
-            raise RuntimeError(f"split sizes must be >= 0 (0 only for an empty dim), got {sizes} for {self.shape}")
-        if isinstance(sizes, int):
-            sizes = [min(sizes, self.shape[dim] - i) for i in range(0, max(1, self.shape[dim]), max(1, sizes))]
-        if sum(sizes) != self.shape[dim]:
-            raise ValueError(f"split sizes {list(sizes)} don't add up to {self.shape[dim]} (dim {dim} of {self.shape})")
-        starts = itertools.accumulate(sizes, initial=0)
-        return [self.shrink(tuple((start, start + size) if d == dim else None for d in range(self.ndim)))
-                for start, size in zip(starts, sizes)]
-
-    def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
-        dim = self._axis(dim)
-        if chunks <= 0:
-            raise ValueError(f"chunk needs a positive number of chunks, got {chunks}")
-        return self.split(math.ceil(self.shape[dim] / chunks) if self.shape[dim] else [0] * chunks, dim)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
         """out[i][j] = self[index[i][j]][j] (dim 0), as torch.gather."""
@@ -1016,15 +790,10 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
                 raise TypeError(f"{op}(): {where} must be a Tensor, not {type(x).__name__}")
         return items
 
-    # ---- Python operators (the binary ones and their reflected forms are set from _OPERATORS, below the class) ----
     def __neg__(self): return self.neg()                            # noqa: E704
     def __invert__(self): return self.bitwise_not()                 # noqa: E704
     def __lshift__(self, x): return self.lshift(x)                  # noqa: E704
     def __rshift__(self, x): return self.rshift(x)                  # noqa: E704
-    def __iadd__(self, x): return self.assign(self + x)             # noqa: E704
-    def __isub__(self, x): return self.assign(self - x)             # noqa: E704
-    def __imul__(self, x): return self.assign(self * x)             # noqa: E704
-    def __itruediv__(self, x): return self.assign(self / x)         # noqa: E704
 
     def __bool__(self):
         if self.numel() != 1:
@@ -1045,18 +814,17 @@ class Tensor(CreationOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
         return graph_dot(self.uop)
 
 
-# a + b calls a.add(b), and the reflected 2 + a calls a.add(2, True); &, | and ^ don't depend on the order
-_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floordiv", "mod": "mod",
-              "pow": "pow", "matmul": "matmul", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor"}
-
-
-def _operator(method: str, reverse: bool):
-    return (lambda self, x: getattr(self, method)(x, True)) if reverse else lambda self, x: getattr(self, method)(x)
-
-
-for _name, _method in _OPERATORS.items():
-    setattr(Tensor, f"__{_name}__", _operator(_method, reverse=False))
-    setattr(Tensor, f"__r{_name}__", _operator(_method, reverse=not _method.startswith("bitwise_")))
+# ---- Python operators: a + b calls a.add(b), the reflected 2 + a calls a.add(2, True), and a += b assigns a + b ----
+OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floordiv", "mod": "mod",
+             "pow": "pow", "matmul": "matmul"}
+for _name, _method in OPERATORS.items():
+    setattr(Tensor, f"__{_name}__", lambda self, x, method=_method: getattr(self, method)(x))
+    setattr(Tensor, f"__r{_name}__", lambda self, x, method=_method: getattr(self, method)(x, True))
+for _name in ("add", "sub", "mul", "truediv"):
+    setattr(Tensor, f"__i{_name}__", lambda self, x, method=OPERATORS[_name]: self.assign(getattr(self, method)(x)))
+for _name in ("and", "or", "xor"):       # (these don't depend on the order)
+    for _operator in (f"__{_name}__", f"__r{_name}__"):
+        setattr(Tensor, _operator, lambda self, x, method=f"bitwise_{_name}": getattr(self, method)(x))
 
 
 def _past_float16(t: Tensor, x) -> bool:
@@ -1117,131 +885,10 @@ def _pow_values(b: Tensor, e: Tensor) -> Tensor:
     return ((e == 0) | (b == 1) | ((b == -1) & e.isinf())).where(1.0, signed).cast(b.dtype)
 
 
-def _axis_groups(side: str, formula: str) -> list[list[str]]:
-    """One einops side as groups of names: "b (h w) 1" -> [["b"], ["h", "w"], []]."""
-    groups, current = [], None
-    for token in re.findall(r"\.\.\.|\(|\)|\w+|\S", side):
-        if token == "(" and current is None:
-            current = []
-        elif token == ")" and current is not None:
-            groups.append(current)
-            current = None
-        elif token == "..." or token.isidentifier() or token == "1":
-            item = [] if token == "1" else [token]
-            if current is None:
-                groups.append(item)
-            else:
-                current.extend(item)
-        else:
-            raise ValueError(f"rearrange: can't read {token!r} in {formula!r}")
-    if current is not None:
-        raise ValueError(f"rearrange: unclosed '(' in {formula!r}")
-    return groups
-
-
-def _expand_ellipsis(groups: list[list[str]], covered: int) -> list[list[str]]:
-    named = [f"...{i}" for i in range(max(covered, 0))]
-    out = []
-    for g in groups:
-        if g == ["..."]:
-            out += [[n] for n in named]
-        else:
-            out.append([m for n in g for m in (named if n == "..." else [n])])
-    return out
-
-
-def _graph_keeper():
-    """A test for "does backward() still need this tensor's graph": it reaches a tensor that requires a gradient
-    (other than through a DETACH), and isn't itself such a leaf."""
-    grad_leaves = {t.uop for t in list(Tensor._grad_tensors)}
-    needs = reaches(grad_leaves, stop={Ops.DETACH, Ops.ASSIGN}, floats_only=True)    # (no gradient flows there)
-    return lambda t: bool(grad_leaves) and not t.requires_grad and needs(t.uop)
-
-
-def _readers_of_overwritten(tensors) -> list[Tensor]:
-    """Lazy tensors elsewhere that read a buffer these tensors' ASSIGNs overwrite. They are computed in the same
-    schedule, before the write (PyTorch would have computed them already): e.g. the loss, after optimizer.step()."""
-    if not (targets := {storage(u.src[0]) for u in reachable([t.uop for t in tensors]) if u.op is Ops.ASSIGN}):
-        return []
-    # (or an earlier write computed into one of them. Readers of a write still to run read its new value: they run
-    # after it, and no longer keep its graph)
-    targets |= {node for node, held in list(realized.items()) if node.op is Ops.ASSIGN and storage(held) in targets}
-    chosen, reads = set(map(id, tensors)), reaches(targets)
-    return [t for t in list(Tensor._live.values()) if id(t) not in chosen and buffer_of(t.uop) is None and reads(t.uop)]
-
-
 def _buffer_from_numpy(array: np.ndarray, dtype: DType, device: str | tuple) -> UOp:
     host = f32_to_bf16(np.asarray(array, dtype=np.float32)) if dtype == dtypes.bfloat16 else \
         np.asarray(array).astype(dtype.np, copy=False)
     return replicated(lambda d: buffer_uop(Buffer.from_host(d, host, dtype)).reshape(host.shape), device)
-
-
-class _Pow(Function):
-    """b ** e with PyTorch's derivatives: e * b^(e-1) (0 where e is 0) and b^e * log(b) (0 where b is 0 and
-    e >= 0). Through the composition 2^(e log2|b|), b = 0 or inf would give 0 * inf = NaN."""
-    def forward(self, b, e, scalar=None):
-        self.b, self.e, self.scalar, self.out = b, e, scalar, _pow_values(b, e)
-        return self.out
-
-    def backward(self, grad_output):
-        b, e = self.b, self.e
-        below = _pow_values(b, e - 1) if self.scalar is None else b.pow(self.scalar - 1)
-        # (as PyTorch's: the base's gradient is 0 where e is, also under an inf from above; the exponent's is g * 0)
-        return (e == 0).where(0.0, grad_output * (e * below)), \
-            grad_output * ((b == 0) & (e >= 0)).where(0.0, self.out * b.log())
-
-
-class _LogSumExp(Function):
-    """log(sum(e^x)) over axis (kept), with PyTorch's gradient e^(x - out): through the composition, the e^x of a large
-    finite x beside a +inf maximum (which is not subtracted) overflows and meets its zero gradient as 0 * inf."""
-    def forward(self, x, axis):
-        m = x.max(axis, keepdim=True).isinf().where(0.0, x.max(axis, keepdim=True))   # (inf - inf would be NaN)
-        self.x, self.out = x, (x - m).exp().sum(axis, keepdim=True).log().add(m)
-        return self.out
-
-    def backward(self, grad_output): return grad_output * (self.x - self.out).exp()  # noqa: E704
-
-
-class _CumProd(Function):
-    """A running product with PyTorch's gradient: before a row's first zero, the sum of g y over the products that
-    follow, over x; at that zero, the products that skip it, up to the next zero; after it, 0 (through the composition,
-    the zero met a later inf or NaN as 0 * inf = NaN in the gradients before it and after it)."""
-    def forward(self, x, value, axis):
-        self.x, self.axis, self.out = x.uop, axis, value(x).uop
-        return self.tensor_type(self.out)
-
-    def backward(self, grad_output):
-        x, y, axis = self.tensor_type(self.x), self.tensor_type(self.out), self.axis
-        if x.shape[axis] <= 1:          # (a single element is its own gradient, at -inf too)
-            return grad_output
-        zeros = (x == 0).cumsum(axis)              # the zeros up to each position
-        first, before = (x == 0) & (zeros == 1), zeros == 0
-        # at the first zero: the product before it times the sum of g times the products after it
-        after = (before | first).where(1, x).cumprod(axis)
-        bounds = [(0, n - int(i == axis)) for i, n in enumerate(x.shape)]
-        y_before = y.shrink(bounds).pad([(int(i == axis), 0) for i in range(x.ndim)], value=1)    # (1 before the row)
-        # (up to the next zero: a product past it is 0, not 0 times an inf or NaN of g; summed in order, as PyTorch)
-        at_first = (zeros == 1).where(grad_output * after, 0).sum(axis, keepdim=True)
-        at_first = first.where(y_before * at_first, 0)
-        following = before.where(grad_output * y, 0).flip(axis).cumsum(axis).flip(axis)      # (the sums over j >= i)
-        return before.where(following / x, at_first)
-
-
-class _Minimum(Function):
-    """-max(-a, -b) with max's gradient rule turned around (through the negations, the side not chosen got -0.0)."""
-    def forward(self, a, b):
-        self.a, self.b = a.uop, b.uop
-        return (-((-a).maximum(-b)))
-
-    def backward(self, grad_output):
-        a, b = self.tensor_type(self.a), self.tensor_type(self.b)
-        shared = grad_output * (a != b).where(1.0, 0.5)      # (ties share it; a NaN passes it whole to both sides)
-        return (b < a).where(0.0, shared), (a < b).where(0.0, shared)
-
-
-class _ContiguousBackward(Function):
-    def forward(self, x): return x                              # noqa: E704
-    def backward(self, grad_output): return grad_output.contiguous()  # noqa: E704
 
 
 __all__ = ["Tensor", "Function"]

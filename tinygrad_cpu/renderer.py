@@ -6,6 +6,7 @@ i32, or i64 in kernels the core lowered with 64-bit indices (buffers of 2**31 el
 from __future__ import annotations
 import hashlib
 import struct
+from collections.abc import Callable
 import numpy as np
 from tinygrad_core.dtype import DType, dtypes, FLOATS, INTS, UNSIGNED
 from tinygrad_core.ops import Ops, UOp, GroupOp
@@ -284,38 +285,15 @@ class KernelWriter:
         return max(work, 1)
 
     def render_uop(self, u: UOp):
-        op, dt = u.op, u.dtype
-        if op is Ops.CONST:
-            self.values[u] = render_const(u.arg, dt)
-        elif op is Ops.SPECIAL:
-            self.values[u] = "%gidx"
-        elif op is Ops.RANGE:
-            self.open_loop(u)
-        elif op is Ops.ENDRANGE:
-            self.close_loop(u.src[0])
-        elif op is Ops.DEFINE_ACC:
-            slot = f"%acc{u.arg}"
-            self.allocas.append(f"  {slot} = alloca {REGISTER_TYPE[dt]}")
-            self.lines.append(f"  store {REGISTER_TYPE[dt]} {self.value(u.src[0])}, ptr {slot}")
-            self.values[u] = slot
-        elif op is Ops.UPDATE_ACC:
-            self.lines.append(f"  store {REGISTER_TYPE[dt]} {self.value(u.src[1])}, ptr {self.values[u.src[0]]}")
-        elif op is Ops.LOAD:
-            self.values[u] = self.load(u)
-        elif op is Ops.STORE:
-            self.store(u)
-        elif op is Ops.CAST:
-            self.values[u] = self.cast(self.value(u.src[0]), u.src[0].dtype, dt)
-        elif op is Ops.BITCAST:
-            self.values[u] = self.bitcast(self.value(u.src[0]), u.src[0].dtype, dt)
-        elif op in GroupOp.ALU:
-            self.values[u] = self.alu(u)
-        else:
-            raise NotImplementedError(f"the CPU renderer has no rule for {op.name}; is the linear program from a "
+        write = self.OPS.get(u.op)
+        if write is None:
+            raise NotImplementedError(f"the CPU renderer has no rule for {u.op.name}; is the linear program from a "
                                       f"newer tinygrad-core? Upgrade tinygrad-cpu")
+        if (value := write(self, u)) is not None:
+            self.values[u] = value
 
     # ---- loops: a RANGE counts 0 .. end-1; the body is skipped when end <= 0 ----
-    def open_loop(self, r: UOp):
+    def open_loop(self, r: UOp) -> str:
         end, loop, ty = self.index_value(r.src[0]), f"loop{r.arg}", self.index_type
         self.loop_ends[r] = end
         self.lines.append(f"  %{loop}.run = icmp sgt {ty} {end}, 0")
@@ -324,7 +302,7 @@ class KernelWriter:
         self.label(f"{loop}.body")
         self.lines.append(f"  %{loop} = phi {ty} [0, %{entry_block}], [%{loop}.next, %LATCH]")
         self.loop_phi_line[r] = len(self.lines) - 1
-        self.values[r] = f"%{loop}"
+        return f"%{loop}"
 
     def close_loop(self, r: UOp):
         end, loop, ty = self.loop_ends[r], f"loop{r.arg}", self.index_type
@@ -336,6 +314,16 @@ class KernelWriter:
         self.lines.append(f"  %{loop}.more = icmp slt {ty} %{loop}.next, {end}")
         self.lines.append(f"  br i1 %{loop}.more, label %{loop}.body, label %{loop}.exit{self.loop_hint()}")
         self.label(f"{loop}.exit")
+
+    # ---- accumulators (stack slots, see allocas) ----
+    def define_acc(self, u: UOp) -> str:
+        slot, ty = f"%acc{u.arg}", REGISTER_TYPE[u.dtype]
+        self.allocas.append(f"  {slot} = alloca {ty}")
+        self.lines.append(f"  store {ty} {self.value(u.src[0])}, ptr {slot}")
+        return slot
+
+    def update_acc(self, u: UOp):
+        self.lines.append(f"  store {REGISTER_TYPE[u.dtype]} {self.value(u.src[1])}, ptr {self.values[u.src[0]]}")
 
     # ---- memory ----
     def address(self, buffer: UOp, index: str) -> str:
@@ -470,6 +458,17 @@ class KernelWriter:
         if u.dtype == dtypes.bfloat16 and u.op not in (Ops.WHERE, Ops.TRUNC) and u.op not in GroupOp.COMPARISON:
             out = self.round_bf16(out)
         return out
+
+    # op -> how it is written: a function of (writer, uop) that returns the IR name (or literal) of the op's value, or
+    # None for an op without one. (Buffers and Variables are the function's parameters, named before the body.)
+    OPS: dict[Ops, Callable[[KernelWriter, UOp], str | None]] = {
+        Ops.CONST: lambda w, u: render_const(u.arg, u.dtype), Ops.SPECIAL: lambda w, u: "%gidx",
+        Ops.RANGE: open_loop, Ops.ENDRANGE: lambda w, u: w.close_loop(u.src[0]),
+        Ops.DEFINE_ACC: define_acc, Ops.UPDATE_ACC: update_acc, Ops.LOAD: load, Ops.STORE: store,
+        Ops.CAST: lambda w, u: w.cast(w.value(u.src[0]), u.src[0].dtype, u.dtype),
+        Ops.BITCAST: lambda w, u: w.bitcast(w.value(u.src[0]), u.src[0].dtype, u.dtype),
+        **dict.fromkeys(GroupOp.ALU, alu),
+    }
 
 
 def _binary(int_op: str, float_op: str, bool_op: str | None = None):

@@ -7,7 +7,6 @@ Run it without pytest-xdist's -n: the kernels are collected in one process."""
 from __future__ import annotations
 import os
 import pytest
-from tinygrad_core.codegen.opts import choose_opts
 from tinygrad_core.engine import realize
 from tinygrad_cuda.compiler import CUDACompiler, DEFAULT_ARCH, compile_many
 from tinygrad_cuda.renderer import CUDARenderer
@@ -15,7 +14,7 @@ from tinygrad_cuda.renderer import CUDARenderer
 
 def render_for_cuda(ast, renderer: CUDARenderer, name: str) -> str:
     """The CUDA source of a kernel AST, through the same codegen steps the core's CompiledRunner takes."""
-    return renderer.render(name, realize.program_for(ast, renderer, choose_opts(ast, renderer))[0])
+    return renderer.render(name, realize.program_for(ast, renderer)[0])
 
 
 class CudaCompileCheck:

@@ -11,11 +11,11 @@ with the accumulator in the reduce's place."""
 import dataclasses
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.codegen.lower import Lowerer, LoweredKernel, flat_index, reads_zero_unless, unflatten
+from tinygrad_core.codegen.lower import Lowerer, LoweredKernel, flat_index, program_signature, reads_zero_unless, \
+    unflatten
 from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.helpers import ceildiv, prod
 from tinygrad_core.ops import Ops, UOp
-from tinygrad_core.renderer import program_signature
 
 MIN_SIZE = 16        # M, N and K must each be at least this: smaller kernels leave most of a tile's threads idle
 

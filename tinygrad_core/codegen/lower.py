@@ -10,9 +10,16 @@ from tinygrad_core.dtype import dtypes
 from tinygrad_core.helpers import ceildiv, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.renderer import program_signature
+from tinygrad_core.sizes import max_value
 
 Indices = tuple[UOp, ...]
+
+
+def program_signature(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:
+    """The kernel's buffer arguments (DEFINE_GLOBALs, in position order: the order of the Program call's buffers)
+    and its int arguments (DEFINE_VARs, in the order of `vals`). Works on a kernel AST's toposort too."""
+    return sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg), \
+        [u for u in uops if u.op is Ops.DEFINE_VAR]
 
 
 @dataclass
@@ -246,14 +253,14 @@ def _lower_kernel(ast: UOp, renderer, opts, step: int = 1) -> LoweredKernel:
     parallel = [1 if axis in rows else g for axis, g in enumerate(grid)]
     total = prod(parallel)       # with symbolic sizes, an expression: the launch size is computed per launch
     if renderer.has_local:
-        local = max(1, min(opts.local_size, sym.max_value(total)))
+        local = max(1, min(opts.local_size, max_value(total)))
         groups = ceildiv(total, local) if isinstance(total, int) else sym.idiv(sym.add(total, local - 1), local)
-        gid = sym.add(sym.mul(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", sym.max_value(groups))), local),
+        gid = sym.add(sym.mul(UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", max_value(groups))), local),
                       UOp(Ops.SPECIAL, sym.INDEX, (), ("lidx0", local)))
         thread_valid = None if isinstance(total, int) and groups * local == total else sym.lt(gid, total)
         global_size, local_size = (groups, 1, 1), (local, 1, 1)
     else:
-        gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", sym.max_value(total)))
+        gid = UOp(Ops.SPECIAL, sym.INDEX, (), ("gidx0", max_value(total)))
         thread_valid, global_size, local_size = None, (total, 1, 1), (1, 1, 1)
     # neighbouring parallel indices (and so each thread's slice) step along the last axis of the order fastest
     strides = dict(zip(order, contiguous_strides([parallel[axis] for axis in order])))

@@ -1,11 +1,14 @@
 """Choosing how a kernel maps onto the hardware: upcasts (register tiles), reduce unrolling, thread-group size.
 
 A simple deterministic heuristic, driven by what the renderer declares (`max_upcast`, `has_local`, ...) and neutral
-about the hardware behind it. A backend tuned otherwise (the CPU's SIMD tiling) answers `Renderer.kernel_opts`."""
+about the hardware behind it. A backend tuned otherwise (the CPU's SIMD tiling) answers `Renderer.kernel_opts`, on
+`load_strides`, how each load of a kernel walks memory."""
 from dataclasses import dataclass
 from tinygrad_core.codegen import local_tiles, symbolic as sym, tensor_cores
+from tinygrad_core.codegen.lower import Lowerer
 from tinygrad_core.helpers import NOOPT, prod
 from tinygrad_core.ops import Ops, UOp
+from tinygrad_core.sizes import max_value
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,23 @@ class KernelOpts:
     tensor_core: bool = False                     # run as tile multiply-accumulates (codegen/tensor_cores.py)
     local_tiles: bool = False                     # run as a local-memory tiled product (codegen/local_tiles.py)
     order: tuple[int, ...] = ()                   # output axes from slowest to fastest along the parallel index
+
+
+def load_strides(value: UOp) -> list[tuple[dict[int, int], int, int]]:
+    """For every load of the kernel whose stored value is `value`: (elements it moves per step of each output axis,
+    per step of the innermost reduce loop, that loop's length; 0 and 0 outside reduces). Found by lowering the kernel
+    once with a placeholder index per output axis."""
+    axes = [UOp(Ops.DEFINE_VAR, sym.INDEX, (), (f"axis{i}", 0, s - 1)) if s > 1 else sym.const(0)
+            for i, s in enumerate(value.shape)]
+    lowered = Lowerer().lower(value, (tuple(axes),), (None,))[0]
+    innermost = {u.src[-1] for u in lowered.toposort() if u.op is Ops.REDUCE}
+    out = []
+    for load in (u for u in lowered.toposort() if u.op is Ops.LOAD):
+        terms = sym.affine(load.src[1])[0]
+        loop = next((r for r in innermost if r in terms), None)
+        out.append(({i: terms.get(a, 0) for i, a in enumerate(axes)}, terms.get(loop, 0),
+                    loop.src[0].arg if loop is not None else 0))
+    return out
 
 
 def _expanded_axes(value: UOp) -> set[int]:
@@ -36,7 +56,7 @@ def choose_opts(ast: UOp, renderer, shared: bool = True) -> KernelOpts:
     shape = value.shape
     # symbolic sizes get no tiles: nothing is known to divide them
     if NOOPT or not shape or has_symbolic_sizes(value):
-        return KernelOpts(local_size=min(renderer.default_local_size, sym.max_value(prod(shape)) or 1)
+        return KernelOpts(local_size=min(renderer.default_local_size, max_value(prod(shape)) or 1)
                           if renderer.has_local else 1)
     whole = ast.src[0].src[0].op is Ops.DEFINE_GLOBAL       # (the tiles store by the output's own index, not a view's)
     if whole and renderer.tensor_cores and tensor_cores.match(ast, renderer) is not None:

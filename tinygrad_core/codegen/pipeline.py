@@ -57,7 +57,8 @@ def run_passes(ast: UOp, renderer, opts=None) -> Kernel:
     return kernel
 
 
-def program_for(ast: UOp, renderer, opts=None) -> tuple[list[UOp], tuple, tuple]:
-    """Kernel AST -> (the linear program a renderer receives, global size, local size)."""
+def program_for(ast: UOp, renderer, opts=None) -> tuple[list[UOp], tuple, tuple, object]:
+    """Kernel AST -> (the linear program a renderer receives, global size, local size, the KernelOpts it was laid out
+    by: opts, or the opts pass's choice where opts is None)."""
     kernel = run_passes(ast, renderer, opts)
-    return kernel.program, *kernel.launch
+    return kernel.program, *kernel.launch, kernel.opts

@@ -2,12 +2,11 @@
 
 Movement ops become index math (reshape -> // and %, pad -> bounds checks); the rules here fold that math back to
 its simplest form using each expression's value range, so a contiguous load reads `buf[gidx0]`, not a tangle.
-Symbolic sizes are the same expressions over Variables (DEFINE_VAR; BIND when a value comes with it)."""
+Symbolic sizes are the same expressions over Variables (DEFINE_VAR; BIND when a value comes with it): sizes.py does
+their arithmetic with these rules."""
 import contextlib
 import functools
 import math
-import sys
-from tinygrad_core import ops
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.ops import Ops, UOp
 
@@ -58,7 +57,7 @@ def bounds(u: UOp) -> tuple[int, int]:
     if op is Ops.CONST:
         out = (int(u.arg), int(u.arg))
     elif op is Ops.SPECIAL:
-        out = (0, max_value(u.arg[1]) - 1)
+        out = (0, bounds(const(u.arg[1]))[1] - 1)      # (the size: an int, or a symbolic size at its largest)
     elif op is Ops.RANGE:
         out = (0, bounds(src[0])[1] - 1)
     elif op is Ops.DEFINE_VAR:
@@ -238,76 +237,3 @@ def and_(a: UOp | None, b: UOp | None) -> UOp | None:
         if is_const(x) and x.arg is False:
             return x
     return a if a is b else UOp(Ops.AND, dtypes.bool, (a, b))
-
-
-# ---- symbolic sizes: values, Variables with and without their values ----
-def max_value(x: int | UOp) -> int:
-    """The largest value a size can take (what a buffer for it must hold)."""
-    return x if isinstance(x, int) else bounds(x)[1]
-
-
-def evaluate(x: int | UOp, values: dict[str, int] | None = None) -> int:
-    """The int value of a symbolic size: bound Variables bring their value, others are looked up by name in values."""
-    if not isinstance(x, UOp):
-        return x
-    op, src = x.op, x.src
-    if op is Ops.CONST:
-        return int(x.arg)
-    if op is Ops.BIND:
-        return int(src[1].arg)
-    if op is Ops.DEFINE_VAR:
-        if values is None or x.arg[0] not in values:
-            name, lo, hi = x.arg
-            raise ValueError(f"Variable {name} has no value here: bind one, "
-                             f"e.g. Variable({name!r}, {lo}, {hi}).bind(n)")
-        return values[x.arg[0]]
-    a, b = (evaluate(s, values) for s in src)
-    quotient = (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1) if b else 0      # truncating, as in kernels
-    return {Ops.ADD: a + b, Ops.SUB: a - b, Ops.MUL: a * b, Ops.IDIV: quotient, Ops.MOD: a - b * quotient,
-            Ops.MAX: max(a, b)}[op]
-
-
-def unbind(x, found: dict[str, int]):
-    """x (a symbolic size, or a tuple of them, nested) with each bound Variable replaced by the bare Variable; the
-    values go into found. Kernels are built from unbound sizes, so one compiled kernel serves every value."""
-    if isinstance(x, tuple):
-        return tuple(unbind(v, found) for v in x)
-    if not isinstance(x, UOp) or not x.src:
-        return x
-    if x.op is Ops.BIND:
-        var, value = x.unbind()
-        if (first := found.setdefault(var.arg[0], value)) != value:
-            raise ValueError(f"Variable {var.arg[0]} is bound to both {first} and {value} in one computation")
-        return var
-    return x.replace(src=tuple(unbind(s, found) for s in x.src))
-
-
-def rebind(x, values: dict[str, int]):
-    """x with each bound Variable named in values bound to that value instead (x: a size, a tuple, or a graph)."""
-    if isinstance(x, tuple):
-        return tuple(rebind(v, values) for v in x)
-    if not isinstance(x, UOp):
-        return x
-    if x.op is Ops.BIND:
-        return x.src[0].bind(values[x.src[0].arg[0]]) if x.src[0].arg[0] in values else x
-    if not x.src and not isinstance(x.arg, (tuple, UOp)):
-        return x
-    return x.replace(src=tuple(rebind(s, values) for s in x.src), arg=rebind(x.arg, values))
-
-
-def render(x: UOp, top: bool = True) -> str:
-    """A symbolic size as text: `i`, `(i*3+1)`, and its value when its Variables are bound: `i=5`, `(i+1)=6`."""
-    op, src = x.op, x.src
-    if op is Ops.CONST:
-        return str(x.arg)
-    if op in (Ops.DEFINE_VAR, Ops.BIND):
-        text = x.arg[0] if op is Ops.DEFINE_VAR else src[0].arg[0]
-    else:
-        symbol = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}.get(op, f" {op.name} ")
-        text = "(" + symbol.join(render(s, False) for s in src) + ")"
-    bound = top and all(u.op is not Ops.DEFINE_VAR or any(b.op is Ops.BIND and b.src[0] is u for b in x.toposort())
-                        for u in x.toposort())
-    return f"{text}={evaluate(x)}" if bound else text
-
-
-ops.SIMPLIFIER = sys.modules[__name__]     # UOp's operators, value and repr on symbolic ints (see ops.SIMPLIFIER)

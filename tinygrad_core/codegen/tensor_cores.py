@@ -5,10 +5,18 @@ tensor core's input type, each along rows or columns, so that every 16x16 tile i
 dimension, and the sizes are whole tiles. Each warp then owns one output tile and walks K a tile at a time."""
 from dataclasses import dataclass
 from tinygrad_core.codegen import symbolic as sym
-from tinygrad_core.codegen.lower import Lowerer, LoweredKernel
-from tinygrad_core.dtype import dtypes
+from tinygrad_core.codegen.lower import Lowerer, LoweredKernel, program_signature
+from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.ops import Ops, UOp
-from tinygrad_core.renderer import TensorCore, program_signature
+
+
+@dataclass(frozen=True)
+class TensorCore:
+    """A matrix unit: one warp computes acc[M, N] += A[M, K] @ B[K, N] for tiles of dims = (M, N, K)."""
+    dims: tuple[int, int, int]
+    dtype_in: DType
+    dtype_acc: DType
+    threads: int = 32          # the threads of one warp, which issue each tile op together
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ recording unbound: a call with other values replays it with those values."""
 import functools
 import weakref
 from dataclasses import dataclass
-from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.buffers import buffer_leaf, buffer_of, buffer_uop, realized
 from tinygrad_core.creation import random_offset_buffers
 from tinygrad_core.engine import realize
 from tinygrad_core.helpers import DEBUG, JIT, GlobalCounters
 from tinygrad_core.multi import part_tensors, part_views, parts_of, realized_view
 from tinygrad_core.ops import Ops, is_symbolic
-from tinygrad_core.schedule import buffer_leaf, buffer_of, buffer_uop, realized
+from tinygrad_core.sizes import rebind, unbind
 from tinygrad_core.tensor import Tensor
 
 
@@ -27,9 +27,9 @@ def _key(value, inputs: list, values: dict):
     compute differently)."""
     if isinstance(value, Tensor):
         inputs.append(value)
-        return (Tensor, sym.unbind(value.shape, values)) if isinstance(value.device, tuple) else Tensor
+        return (Tensor, unbind(value.shape, values)) if isinstance(value.device, tuple) else Tensor
     if is_symbolic(value):
-        return sym.unbind(value, values)
+        return unbind(value, values)
     if isinstance(value, (list, tuple, dict)):
         items = value.items() if isinstance(value, dict) else enumerate(value)
         return type(value), tuple((k, _key(v, inputs, values)) for k, v in items)
@@ -60,7 +60,7 @@ def _tensors_out(ret) -> list:
 
 def _renew(views: list, written: set, values: dict, moved: dict = {}):
     """Point each (tensor, the plain view holding its value) that views a buffer in written at a new version of it,
-    as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by schedule.realized with a value
+    as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by buffers.realized with a value
     from before the write. A buffer in moved is replaced by the leaf given there."""
     # (a sharded tensor's view: one per part, each on a buffer)
     leaves = [(t, view, leaf) for t, view in part_views(views) if (leaf := buffer_leaf(view)) is not None]
@@ -70,7 +70,7 @@ def _renew(views: list, written: set, values: dict, moved: dict = {}):
     new = moved | {buf: buffer_uop(buf, version) for buf, version in latest.items()}     # (one node per buffer)
     for t, view, leaf in leaves:
         if (renewed := new.get(leaf.arg[0])) is not None:
-            t.uop = renewed if view is leaf else renewed.reshape(sym.rebind(view.arg, values) if values else view.arg)
+            t.uop = renewed if view is leaf else renewed.reshape(rebind(view.arg, values) if values else view.arg)
 
 
 def _views(tensors) -> list:
@@ -187,7 +187,7 @@ class TinyJit:
         inputs = [part for t in inputs for part in part_tensors(t)]     # (a sharded input: each part is one)
         buffers = [buffer_of(t.uop) for t in inputs]
         # an input passed twice is one kernel argument in the recording: a call with two distinct ones captures anew
-        signature = structure + tuple((sym.unbind(t.shape, values), t.dtype, t.device, buffers.index(b))
+        signature = structure + tuple((unbind(t.shape, values), t.dtype, t.device, buffers.index(b))
                                       for t, b in zip(inputs, buffers))
         self.calls += 1
         if (capture := self.captures.get(signature)) is not None:
@@ -204,7 +204,7 @@ class TinyJit:
         Tensor.realize_all(*_unrealized(list(Tensor._live.values())))
         before = dict(random_offset_buffers)
         # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
-        # be computed, and so recorded, again, not found in schedule.realized (a replay after the weights change would
+        # be computed, and so recorded, again, not found in buffers.realized (a replay after the weights change would
         # read it). Tensors keeping a graph for backward() keep it
         plain = [(t, t.uop) for t in list(Tensor._live.values()) if any(map(buffer_leaf, parts_of(t.uop)))]
         _renew(plain, {buffer_leaf(p).arg[0] for _, view in plain for p in parts_of(view) if buffer_leaf(p)}, {})

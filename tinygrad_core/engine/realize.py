@@ -3,16 +3,18 @@
 This is where codegen, renderer, compiler and program meet; DEBUG output about kernels comes from here."""
 import functools
 import time
-from tinygrad_core import cache
-from tinygrad_core.codegen import symbolic as sym
+from tinygrad_core.buffers import realized
+from tinygrad_core.cache import entry_path, read_entry, write_entry
+from tinygrad_core.codegen.cache import program_from_json, program_key, program_to_json
+from tinygrad_core.codegen.opts import has_symbolic_sizes
 from tinygrad_core.codegen.pipeline import program_for
-from tinygrad_core.codegen.opts import choose_opts, has_symbolic_sizes
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import dtypes
 from tinygrad_core.engine import search
 from tinygrad_core.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored, prod
 from tinygrad_core.ops import Ops, UOp, GroupOp, reachable
-from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order, realized
+from tinygrad_core.schedule import ScheduleItem, graph_roots_in_order
+from tinygrad_core.sizes import evaluate, max_value
 
 
 class Recorder:
@@ -45,7 +47,7 @@ def has_variables(ast: UOp) -> bool:
 
 
 def _program_path(device: str, renderer, ast: UOp):
-    return cache.entry_path("programs", *cache.program_key(device, renderer, ast))
+    return entry_path("programs", *program_key(device, renderer, ast))
 
 
 class CompiledRunner:
@@ -61,18 +63,17 @@ class CompiledRunner:
         self.device, self.ast = device, ast
         remembered = opts is None and renderer.cache_programs and not NOOPT and not has_variables(ast)
         path = _program_path(device, renderer, ast) if remembered else None
-        if path is not None and (saved := cache.read_entry(path, lambda body: cache.program_from_json(body, ast))):
+        if path is not None and (saved := read_entry(path, lambda body: program_from_json(body, ast))):
             self.opts, self.name, self.src, self.flops, self.global_size, self.local_size = saved
             self.vars = []
         else:
-            self.opts = opts if opts is not None else choose_opts(ast, renderer)
-            self.uops, self.global_size, self.local_size = program_for(ast, renderer, self.opts)
+            self.uops, self.global_size, self.local_size, self.opts = program_for(ast, renderer, opts)
             self.name = kernel_name(ast, self.opts)
             self.vars = [u for u in self.uops if u.op is Ops.DEFINE_VAR]
             self.flops = count_work(self.uops, self.global_size, self.local_size)
             self.src = renderer.render(self.name, self.uops)
             if path is not None:
-                cache.write_entry(path, cache.program_to_json(self))
+                write_entry(path, program_to_json(self))
         self.mem_estimate = _bytes_moved(ast)
         if DEBUG >= 4:
             print(self.src)
@@ -95,8 +96,8 @@ class CompiledRunner:
             return Device[self.device].runtime(self.name, self.lib)
 
     def __call__(self, bufs: list[Buffer], var_vals: dict | None = None, wait: bool = False) -> float | None:
-        vals = tuple(sym.evaluate(v, var_vals) for v in self.vars)
-        global_size = tuple(sym.evaluate(g, var_vals) for g in self.global_size)
+        vals = tuple(evaluate(v, var_vals) for v in self.vars)
+        global_size = tuple(evaluate(g, var_vals) for g in self.global_size)
         return self.program(*[b.opaque for b in bufs], global_size=global_size, local_size=self.local_size,
                             vals=vals, wait=wait)
 
@@ -161,7 +162,8 @@ def kept_nodes(schedule: list[ScheduleItem], outs: list[UOp], graphs: list[UOp],
         return kept
     computed = {item.node for item in schedule} | set(realized.keys())
     fns = [vars(u.arg).values() for u in reachable(outs) if u.op is Ops.CUSTOM]
-    owned = {id(t) for values in fns for v in values for t in (v if isinstance(v, (tuple, list)) else (v,))}
+    owned = {id(t) for values in fns for v in values
+             for t in (v.values() if isinstance(v, dict) else v if isinstance(v, (tuple, list)) else (v,))}
     return reachable(graphs) | reachable((t.uop for t in live() if id(t) not in owned), computed.__contains__) | kept
 
 
@@ -218,7 +220,7 @@ def kernel_name(ast: UOp, opts) -> str:
 
 def count_work(uops: list[UOp], global_size, local_size) -> int:
     """FLOPs: ALU ops times how often each runs (threads x enclosing loop trips; symbolic sizes at their largest)."""
-    threads = prod(map(sym.max_value, global_size)) * prod(local_size)
+    threads = prod(map(max_value, global_size)) * prod(local_size)
     trips, flops = [threads], 0
     for u in uops:
         if u.op is Ops.RANGE:     # (a loop of symbolic length counts once)
@@ -235,5 +237,5 @@ def count_work(uops: list[UOp], global_size, local_size) -> int:
 def _bytes_moved(ast: UOp) -> int:
     out = ast.src[0]
     loads = {u.src[0]: u for u in out.src[1].toposort() if u.op is Ops.INPUT}
-    return sum(sym.max_value(u.arg) * u.dtype.itemsize for u in loads.values()) + \
-        sym.max_value(prod(out.src[1].shape)) * out.src[0].dtype.itemsize
+    return sum(max_value(u.arg) * u.dtype.itemsize for u in loads.values()) + \
+        max_value(prod(out.src[1].shape)) * out.src[0].dtype.itemsize

@@ -7,12 +7,13 @@ keyed by the kernel and the device's compiler, so a later process gets it withou
 import json
 from collections.abc import Callable
 import numpy as np
-from tinygrad_core.cache import entry_path, opts_from_json, opts_to_json, program_key, read_entry, write_entry
+from tinygrad_core.cache import entry_path, read_entry, write_entry
+from tinygrad_core.codegen.cache import opts_from_json, opts_to_json, program_key
+from tinygrad_core.codegen.lower import program_signature
 from tinygrad_core.codegen.opts import KernelOpts, choose_opts
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.helpers import DEBUG, prod
 from tinygrad_core.ops import Ops, UOp
-from tinygrad_core.renderer import program_signature
 
 MAX_CANDIDATES = 12
 TIMED_LAUNCHES = 3

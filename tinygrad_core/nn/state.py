@@ -17,7 +17,7 @@ import numpy as np
 from tinygrad_core.device import Buffer, Device
 from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.helpers import all_int, prod
-from tinygrad_core.schedule import buffer_uop
+from tinygrad_core.buffers import buffer_uop
 from tinygrad_core.tensor import Tensor
 from tinygrad_core.llm.gguf import gguf_load  # noqa: F401  (tinygrad's name for it: nn.state.gguf_load)
 

@@ -5,24 +5,16 @@ A renderer is mostly a declaration of what its hardware has (capability fields) 
 before any kernel is built. With ops.py and dtype.py, this module is all a backend's renderer needs from the core:
 `program_signature` lists a kernel's arguments, `affine` splits an index into {term: coefficient} + constant (how
 far an access moves per loop trip, whether it is aligned). A renderer that plans its kernels itself overrides
-`kernel_opts`, with what renderer/kernel_opts.py provides."""
+`kernel_opts`, with what renderer/kernel_opts.py provides. These and `TensorCore` are the codegen's, re-exported: the
+renderer reads what the codegen makes, and the codegen imports nothing of the renderer."""
 from __future__ import annotations
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from tinygrad_core.dtype import ALL, DType, dtypes
-from tinygrad_core.ops import Ops, UOp
-from tinygrad_core.codegen.symbolic import affine as affine     # re-exported: part of the backend API
-if TYPE_CHECKING:
-    from tinygrad_core.codegen.opts import KernelOpts
-
-
-@dataclass(frozen=True)
-class TensorCore:
-    """A matrix unit: one warp computes acc[M, N] += A[M, K] @ B[K, N] for tiles of dims = (M, N, K)."""
-    dims: tuple[int, int, int]
-    dtype_in: DType
-    dtype_acc: DType
-    threads: int = 32          # the threads of one warp, which issue each tile op together
+from tinygrad_core.ops import UOp
+# the codegen's, re-exported: part of the backend API
+from tinygrad_core.codegen.lower import program_signature as program_signature
+from tinygrad_core.codegen.opts import KernelOpts
+from tinygrad_core.codegen.symbolic import affine as affine
+from tinygrad_core.codegen.tensor_cores import TensorCore as TensorCore
 
 
 class Renderer:
@@ -65,10 +57,3 @@ class Renderer:
 
     def unsupported_reason(self, dtype: DType) -> str:
         return "this device doesn't support it"
-
-
-def program_signature(uops: list[UOp]) -> tuple[list[UOp], list[UOp]]:
-    """The kernel's buffer arguments (DEFINE_GLOBALs, in position order: the order of the Program call's buffers)
-    and its int arguments (DEFINE_VARs, in the order of `vals`). Works on a kernel AST's toposort too."""
-    return sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg), \
-        [u for u in uops if u.op is Ops.DEFINE_VAR]
