@@ -163,8 +163,7 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bits (round to nearest even; NaN stays NaN)."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     rounded = bits + 0x7FFF + ((bits >> 16) & 1)
-    out = (rounded >> 16).astype(np.uint16)
-    return np.where(np.isnan(x), np.uint16(0x7FC0), out)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), (rounded >> 16).astype(np.uint16))
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:

@@ -61,7 +61,7 @@ class ElementwiseOps:
     def log(self) -> Tensor: return composite("log", self._float(), value=lambda x: x.log2() * math.log(2))  # noqa
     def log10(self) -> Tensor: return self._float().log2().mul(math.log10(2))     # noqa: E704
     def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
-    def tan(self) -> Tensor: return _smooth(self, "tan", _tan)                 # noqa: E704
+    def tan(self) -> Tensor: return _smooth(self, "tan", lambda x: x.sin() / x.cos())  # noqa: E704
 
     @in_float32                      # (16-bit floats hold too few bits of ln 2 below)
     def exp(self) -> Tensor: return _smooth(self, "exp", _exp)                   # noqa: E704
@@ -89,9 +89,7 @@ class ElementwiseOps:
     def fmod(self, x) -> Tensor:
         """Remainder with the sign of the dividend, exact as C's fmod (% follows the divisor as Python's does)."""
         a, b = self._to_operand(x)
-        if not dtypes.is_float(a.dtype):
-            return a.mod_trunc(b)
-        return composite("fmod", a, b, value=_fmod)
+        return composite("fmod", a, b, value=_fmod) if dtypes.is_float(a.dtype) else a.mod_trunc(b)
 
     def logaddexp(self, other) -> Tensor:
         """log(e^a + e^b) as max + log1p(e^-|a - b|) (its gradient PyTorch's: through the composition, log1p's
@@ -275,9 +273,6 @@ def _atan(x: Tensor) -> Tensor:
     t = (a > 1).where(1 / a, a)                      # atan(a) = pi/2 - atan(1/a) for a > 1
     small = (t * (1 + t * t).rsqrt()).asin()
     return (a > 1).where(math.pi / 2 - small, small).copysign(x)        # (-0.0 keeps its sign: x.sign() is 0 there)
-
-
-def _tan(x: Tensor) -> Tensor: return x.sin() / x.cos()                  # noqa: E704
 
 
 def _exp(x: Tensor) -> Tensor:

@@ -577,7 +577,6 @@ def _refuse_other_uses(t, value, view):
 # ---------------------------------------------------------------------------------------------------------------
 def einsum(formula: str, *operands):
     """Einstein summation: every operand is laid out over all letters, multiplied, and summed over the missing."""
-    operands = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
     formula = formula.replace(" ", "")
     inputs, arrow, output = formula.partition("->")
     written = inputs.split(",")

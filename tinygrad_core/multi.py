@@ -7,7 +7,7 @@ through them, a reduce over the shard axis as a reduce per part then an all-redu
 their combination, in one order on every device, so that replicated values are bit-identical), and a copy to one device
 as a gather. A MULTI node holds the parts (src, one per device, all of one shape) and the whole shape (arg): its shard
 axis is where a part is smaller than the whole, and none when every part is the whole (replicated)."""
-from __future__ import annotations
+import functools
 import weakref
 from tinygrad_core.device import Device
 from tinygrad_core.dtype import dtypes
@@ -55,9 +55,7 @@ def _bounds(shape: tuple, axis: int, count: int, i: int) -> tuple:
 def _part(m: UOp, i: int, axis: int | None) -> UOp:
     """What device i holds of m for an op sharded on axis: m's own part, or (m replicated) its share of the whole,
     which needs no data from another device."""
-    if axis_of(m) == axis:
-        return m.src[i]
-    return m.src[i].shrink(_bounds(m.arg, axis, len(m.src), i))
+    return m.src[i] if axis_of(m) == axis else m.src[i].shrink(_bounds(m.arg, axis, len(m.src), i))
 
 
 def _is_multi(u: UOp) -> bool:
@@ -97,10 +95,7 @@ def _reduce(u: UOp, srcs: tuple) -> UOp:
     devices, combined = devices_of(m), []
     for i, device in enumerate(devices):
         terms = [r if j == i else UOp(Ops.COPY, r.dtype, (r,), device) for j, r in enumerate(parts)]
-        total = terms[0]
-        for term in terms[1:]:
-            total = total.alu(op, term)
-        combined.append(total)
+        combined.append(functools.reduce(lambda total, term: total.alu(op, term), terms))
     return multi(combined, u.shape, devices)
 
 
@@ -226,9 +221,7 @@ def lowered(outs: list[UOp]) -> list[UOp]:
     global _active
     # (x.to(devices) and Tensor(1.0, device=devices) make none: they are roots on several devices, or gathered)
     _active = _active or any(isinstance(s.device, tuple) for u in outs for s in (u, *u.src))
-    if not _active:
-        return outs
-    return [p for u in outs for p in parts_of(lower(u))]
+    return [p for u in outs for p in parts_of(lower(u))] if _active else outs
 
 
 def realized_view(u: UOp) -> UOp | None:

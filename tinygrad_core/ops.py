@@ -436,7 +436,3 @@ def identity_element(op: Ops, dtype: DType):
     if op not in (Ops.ADD, Ops.MUL, Ops.MAX):
         raise ValueError(f"{op} is not a reduce op; use Ops.ADD, Ops.MUL or Ops.MAX")
     return dtypes.min(dtype) if op is Ops.MAX else (op is Ops.MUL) if dtype == dtypes.bool else int(op is Ops.MUL)
-
-
-# Names older tinygrad code imports (the seed's custom-op example does); each is simply the Ops enum.
-UnaryOps = BinaryOps = TernaryOps = ReduceOps = Ops

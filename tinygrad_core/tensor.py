@@ -353,14 +353,13 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
             raise ValueError(f"bitcast needs the same item size: {self.dtype} is {self.dtype.itemsize} bytes, "
                              f"{dtype} is {dtype.itemsize}")
         return self if dtype == self.dtype else Tensor(self.uop.bitcast(dtype))
-
     def float(self) -> Tensor: return self.cast(dtypes.float32)     # noqa: E704
     def half(self) -> Tensor: return self.cast(dtypes.float16)      # noqa: E704
     def double(self) -> Tensor: return self.cast(dtypes.float64)    # noqa: E704
     def int(self) -> Tensor: return self.cast(dtypes.int32)         # noqa: E704
     def long(self) -> Tensor: return self.cast(dtypes.int64)        # noqa: E704
     def bool(self) -> Tensor: return self.cast(dtypes.bool)         # noqa: E704
-    def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)  # noqa: E704
+    def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16) # noqa: E704
     def short(self) -> Tensor: return self.cast(dtypes.int16)       # noqa: E704
 
     def _float(self) -> Tensor:
@@ -461,8 +460,7 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
     def __le__(self, x): return (self < x) | (self == x)                  # noqa: E704
     def __ne__(self, x): return self._binary(Ops.CMPNE, x)                # noqa: E704
     def __eq__(self, x): return (self != x).logical_not()                 # noqa: E704
-    def eq(self, x) -> Tensor: return self == x                           # noqa: E704
-    def ne(self, x) -> Tensor: return self != x                           # noqa: E704
+    eq, ne = __eq__, __ne__
 
     def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
         """|self - other| <= atol + rtol * |other| elementwise, as torch.isclose (equal infinities are close)."""
@@ -538,8 +536,7 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
             out = x * (m := x.isnan().logical_not().cast(x.dtype)) / m    # is NaN at NaN (0/0, as PyTorch's amax's)
         elif op is Ops.ADD and out.uop is x.uop and dtypes.is_float(x.dtype):   # a sum starts at +0: of -0.0 it is 0.0
             out = x + 0.0
-        new_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes)
-        return out if keepdim else out.reshape(new_shape)
+        return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     def _accumulated(self, dtype) -> Tensor:
         """self in the dtype a sum or a product runs in: the one asked for, else bools and ints under 32 bits widened
@@ -633,18 +630,20 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
         return composite("logsumexp", x, value=value, axis=axis).reshape(x.sum(axis, keepdim).shape)
 
     def softmax(self, axis=-1) -> Tensor:
-        if self.numel() == 0:          # nothing to normalise (the axis is still checked)
-            self._axis(axis)
-            return self._float()
-        e = (self._float() - self.max(axis, keepdim=True).detach()).exp()
+        e = self._shifted(axis).exp()
         return e / e.sum(axis, keepdim=True)
 
     def log_softmax(self, axis=-1) -> Tensor:
-        if self.numel() == 0:          # nothing to normalise (the axis is still checked)
+        shifted = self._shifted(axis)
+        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+
+    def _shifted(self, axis) -> Tensor:
+        """self less its largest value along axis (held constant: no gradient flows through it), where softmax and
+        log_softmax start; an empty tensor as it is, with nothing to shift (the axis is still checked)."""
+        if self.numel() == 0:
             self._axis(axis)
             return self._float()
-        shifted = self._float() - self.max(axis, keepdim=True).detach()
-        return shifted - shifted.exp().sum(axis, keepdim=True).log()
+        return self._float() - self.max(axis, keepdim=True).detach()
 
     def softmin(self, axis=-1) -> Tensor: return (-self._float()).softmax(axis)  # noqa: E704
 
@@ -714,9 +713,8 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
         if not (tensors := Tensor._need_tensors("stack", *argfix(*tensors))):
             raise ValueError("stack expects a non-empty list of tensors, got none")
         first = tensors[0]
-        for t in tensors[1:]:
-            if t.shape != first.shape:
-                raise RuntimeError(f"stack needs tensors of one shape, got {first.shape} and {t.shape}")
+        if (other := next((t for t in tensors if t.shape != first.shape), None)) is not None:
+            raise RuntimeError(f"stack needs tensors of one shape, got {first.shape} and {other.shape}")
         dim = first._axis(dim, extra=1)
         return first.unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
 
@@ -742,10 +740,7 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
         return one_hot.where(values, 0).sum(-1, dtype=self.dtype)
 
     # ---- indexing ----
-    def __getitem__(self, indices) -> Tensor: return getitem(self, indices)  # noqa: E704
-
-    def __setitem__(self, indices, value):
-        setitem(self, indices, value)
+    __getitem__, __setitem__ = getitem, setitem        # (indexing.py's: t[indices] and t[indices] = value)
 
     # ---- linear algebra ----
     def dot(self, w: Tensor) -> Tensor:
@@ -790,6 +785,33 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
                 raise TypeError(f"{op}(): {where} must be a Tensor, not {type(x).__name__}")
         return items
 
+    # ---- Python operators: a + b calls a.add(b), the reflected 2 + a calls a.add(2, True), a += b assigns a + b ----
+    def __add__(self, x): return self.add(x)                # noqa: E704
+    def __radd__(self, x): return self.add(x, True)         # noqa: E704
+    def __sub__(self, x): return self.sub(x)                # noqa: E704
+    def __rsub__(self, x): return self.sub(x, True)         # noqa: E704
+    def __mul__(self, x): return self.mul(x)                # noqa: E704
+    def __rmul__(self, x): return self.mul(x, True)         # noqa: E704
+    def __truediv__(self, x): return self.div(x)            # noqa: E704
+    def __rtruediv__(self, x): return self.div(x, True)     # noqa: E704
+    def __floordiv__(self, x): return self.floordiv(x)      # noqa: E704
+    def __rfloordiv__(self, x): return self.floordiv(x, True)# noqa: E704
+    def __mod__(self, x): return self.mod(x)                # noqa: E704
+    def __rmod__(self, x): return self.mod(x, True)         # noqa: E704
+    def __pow__(self, x): return self.pow(x)                # noqa: E704
+    def __rpow__(self, x): return self.pow(x, True)         # noqa: E704
+    def __matmul__(self, x): return self.matmul(x)          # noqa: E704
+    def __rmatmul__(self, x): return self.matmul(x, True)   # noqa: E704
+    def __and__(self, x): return self.bitwise_and(x)        # noqa: E704
+    def __rand__(self, x): return self.bitwise_and(x)       # noqa: E704
+    def __or__(self, x): return self.bitwise_or(x)          # noqa: E704
+    def __ror__(self, x): return self.bitwise_or(x)         # noqa: E704
+    def __xor__(self, x): return self.bitwise_xor(x)        # noqa: E704
+    def __rxor__(self, x): return self.bitwise_xor(x)       # noqa: E704
+    def __iadd__(self, x): return self.assign(self.add(x))  # noqa: E704
+    def __isub__(self, x): return self.assign(self.sub(x))  # noqa: E704
+    def __imul__(self, x): return self.assign(self.mul(x))  # noqa: E704
+    def __itruediv__(self, x): return self.assign(self.div(x))# noqa: E704
     def __neg__(self): return self.neg()                            # noqa: E704
     def __invert__(self): return self.bitwise_not()                 # noqa: E704
     def __lshift__(self, x): return self.lshift(x)                  # noqa: E704
@@ -812,19 +834,6 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
     def to_dot(self) -> str:
         """The lazy graph as Graphviz DOT source."""
         return graph_dot(self.uop)
-
-
-# ---- Python operators: a + b calls a.add(b), the reflected 2 + a calls a.add(2, True), and a += b assigns a + b ----
-OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floordiv", "mod": "mod",
-             "pow": "pow", "matmul": "matmul"}
-for _name, _method in OPERATORS.items():
-    setattr(Tensor, f"__{_name}__", lambda self, x, method=_method: getattr(self, method)(x))
-    setattr(Tensor, f"__r{_name}__", lambda self, x, method=_method: getattr(self, method)(x, True))
-for _name in ("add", "sub", "mul", "truediv"):
-    setattr(Tensor, f"__i{_name}__", lambda self, x, method=OPERATORS[_name]: self.assign(getattr(self, method)(x)))
-for _name in ("and", "or", "xor"):       # (these don't depend on the order)
-    for _operator in (f"__{_name}__", f"__r{_name}__"):
-        setattr(Tensor, _operator, lambda self, x, method=f"bitwise_{_name}": getattr(self, method)(x))
 
 
 def _past_float16(t: Tensor, x) -> bool:

@@ -2,7 +2,6 @@
 they overwrite; each tensor then drops its graph for the buffer holding its value, unless a later backward() must go
 through it. A graph kept is what keeps buffers alive: the schedule frees every other buffer it makes after its last
 reader, so chains of updates (an optimizer's steps) don't grow without end."""
-from __future__ import annotations
 from tinygrad_core.buffers import buffer_of, realized, settled, storage
 from tinygrad_core.engine.realize import kept_nodes, run_schedule
 from tinygrad_core.multi import lowered, realized_view

@@ -7,7 +7,6 @@ before any kernel is built. With ops.py and dtype.py, this module is all a backe
 far an access moves per loop trip, whether it is aligned). A renderer that plans its kernels itself overrides
 `kernel_opts`, with what renderer/kernel_opts.py provides. These and `TensorCore` are the codegen's, re-exported: the
 renderer reads what the codegen makes, and the codegen imports nothing of the renderer."""
-from __future__ import annotations
 from tinygrad_core.dtype import ALL, DType, dtypes
 from tinygrad_core.ops import UOp
 # the codegen's, re-exported: part of the backend API
