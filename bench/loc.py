@@ -36,7 +36,7 @@ def code_lines(path: pathlib.Path) -> int:
 LAYERS = {"conformance": "the conformance suite and fuzzer", "nn/onnx.py": "ONNX import",
           "nn/state.py": "weight files (safetensors, PyTorch)", "nn/datasets.py": "datasets (MNIST, CIFAR-10)",
           "llm": "the language model (GGUF, tokenizer, command line, server)",
-          "export.py": "C export", "distributed.py": "MPI training", "cli.py": "the command line"}
+          "export.py": "C export", "distributed.py": "MPI training", "cli.py": "the command line", "__main__.py": "python -m tinygrad_core"}
 
 
 def layer_of(path: pathlib.Path) -> str | None:

@@ -2,8 +2,10 @@
 installed outside the checkout, where `tinygrad-core train` must still find its example and its data."""
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -109,7 +111,7 @@ def test_train_runs_from_the_wheel_with_its_data_in_the_cache(installed_core, tm
     mnist.mkdir(parents=True)
     for file in (ROOT / "data" / "mnist").iterdir():
         (mnist / file.name).symlink_to(file)
-    done = run_cli(installed_core, tmp_path, "train", "mnist_mlp", "--epochs", "1", "--train-limit", "1000",
+    done = run_cli(installed_core, tmp_path, "train", "--epochs", "1", "--train-limit", "1000",     # (mnist_mlp: default)
                    "--test-limit", "500", "--batch-size", "100", env={"TINYGRAD_CACHE_DIR": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"reading MNIST from {mnist}" in done.stdout, done.stdout
@@ -120,6 +122,31 @@ def test_train_runs_from_the_wheel_with_its_data_in_the_cache(installed_core, tm
 def test_train_names_an_unknown_example(installed_core, tmp_path):
     done = run_cli(installed_core, tmp_path, "train", "resnet")
     assert done.returncode == 2 and "resnet" in done.stderr and "mnist_mlp" in done.stderr, done.stderr
+
+
+def test_the_command_says_its_version_whole_description_and_runs_as_a_module():
+    version = subprocess.run([sys.executable, "-m", "tinygrad_core", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.split() == ["tinygrad-core", importlib.metadata.version(
+        "tinygrad-core")], version.stdout + version.stderr
+    helped = subprocess.run([sys.executable, "-m", "tinygrad_core", "--help"], capture_output=True, text=True)
+    # (the docstring's whole first paragraph, not its first line)
+    assert helped.returncode == 0 and "benchmark." in " ".join(helped.stdout.split()), helped.stdout
+    train = subprocess.run([sys.executable, "-m", "tinygrad_core", "train", "--help"], capture_output=True, text=True)
+    assert "--epochs" in train.stdout and "mnist_mlp" in train.stdout, train.stdout
+
+
+def test_an_uninstalled_first_party_device_names_its_distribution(monkeypatch):
+    from tinygrad_core import Device
+    from tinygrad_core.device import BackendUnavailable
+    from tinygrad_core.plugins import registry
+    registry.discover()
+    for name, distribution in (("CL", "tinygrad-opencl[pocl]"), ("CUDA", "tinygrad-cuda"),
+                               ("PYTHON", "tinygrad_python")):
+        monkeypatch.setattr(registry, "backends", {k: v for k, v in registry.backends.items() if k != name})
+        monkeypatch.setattr(registry, "broken", [b for b in registry.broken if b.name != name])
+        with pytest.raises(BackendUnavailable, match=re.escape(distribution)) as error:
+            Device.backend(name)
+        assert "tinygrad-cpu" not in str(error.value).split("known backends")[1].split(".", 1)[1]
 
 
 def test_bench_from_the_wheel_says_it_needs_a_checkout(installed_core, tmp_path):

@@ -3,6 +3,7 @@ example, export it as C, run a language model, benchmark.
 
 Each subcommand is a thin front for code that lives elsewhere in the package (or in examples/ and bench/)."""
 import argparse
+import importlib.metadata
 import pathlib
 import runpy
 import sys
@@ -61,12 +62,16 @@ def cmd_bench(args) -> int:
     return _run_script(script, args.script_args)
 
 
+TRAINABLE = ("mnist_mlp", "mnist_cnn", "cifar_cnn", "custom_op")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["llm"]:             # (its own arguments, all of them: python -m tinygrad_core.llm's)
         from tinygrad_core.llm.cli import main as llm
         return llm(argv[1:])
-    parser = argparse.ArgumentParser(prog="tinygrad-core", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="tinygrad-core", description=__doc__.split("\n\n")[0].replace("\n", " "))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('tinygrad-core')}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("backends", help="list installed backends, their status and why any can't be used")
     p.set_defaults(func=cmd_backends)
@@ -77,10 +82,11 @@ def main(argv=None) -> int:
     p = sub.add_parser("new-backend", help="write a new backend distribution to start from (the guide's TOY backend)")
     from tinygrad_core.conformance import scaffold
     scaffold.add_arguments(p)
-    p = sub.add_parser("train", help="train an example model (default: the MNIST MLP)")
-    p.add_argument("model", nargs="?", default="mnist_mlp",
-                   choices=("mnist_mlp", "mnist_cnn", "cifar_cnn", "custom_op"))
-    p.add_argument("script_args", nargs=argparse.REMAINDER)
+    p = sub.add_parser("train", help="train an example model (default: the MNIST MLP)",
+                       description="Train an example model: tinygrad-core train [MODEL] [its options, e.g. --epochs 1]. "
+                                   "`python examples/MODEL.py --help` lists a model's options.")
+    p.add_argument("model", nargs="?", default="mnist_mlp", choices=TRAINABLE, help="default: mnist_mlp")
+    p.add_argument("script_args", nargs=argparse.REMAINDER, help="passed to the example (--epochs N, ...)")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("export", help="write an example model with trained weights as a standalone C program")
     from tinygrad_core import export
@@ -91,6 +97,8 @@ def main(argv=None) -> int:
     p.add_argument("name", nargs="?", default="bench_cpu")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_bench)
+    if argv[:1] == ["train"] and argv[1:2] and argv[1].startswith("-") and argv[1] not in ("-h", "--help"):
+        argv = ["train", "mnist_mlp", *argv[1:]]        # (the model is optional: its options may come first)
     args = parser.parse_args(argv)
     return args.func(args)
 

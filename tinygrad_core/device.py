@@ -11,7 +11,7 @@ import numpy as np
 from tinygrad_core.cache import entry_path, package_digest, read_entry, write_entry
 from tinygrad_core.dtype import DType, dtypes
 from tinygrad_core.helpers import ContextVar, GlobalCounters, getenv
-from tinygrad_core.plugins import registry, Backend
+from tinygrad_core.plugins import INSTALL, registry, Backend
 
 
 class CompileError(Exception):
@@ -335,8 +335,9 @@ class _Device:
         registry.discover()
         name = base.upper()
         if (found := registry.backends.get(name) or next((b for b in registry.broken if b.name == name), None)) is None:
-            raise BackendUnavailable(f"unknown device {base!r}; known backends: {self._summary()}. "
-                                     f"Install a backend (pip install tinygrad-cpu) or check the spelling")
+            hint = f"to get it: {INSTALL[name]}" if name in INSTALL else \
+                "install the backend that provides it, or check the spelling"
+            raise BackendUnavailable(f"unknown device {base!r}; known backends: {self._summary()}. {hint}")
         return found
 
     def _summary(self) -> str:

@@ -12,6 +12,9 @@ import pluggy
 BACKEND_API = (2, 2)          # major must match; a plugin's minor must be <= the core's minor
 ENTRY_POINT_GROUP = "tinygrad_core.backends"
 FIRST_PARTY = {"tinygrad-cpu", "tinygrad-opencl", "tinygrad-cuda", "tinygrad-python"}   # they keep their names
+# what to install for a first-party device (PYTHON's distribution is on no index: it comes from a checkout)
+INSTALL = {"CPU": "pip install tinygrad-cpu", "CL": "pip install 'tinygrad-opencl[pocl]'",
+           "CUDA": "pip install tinygrad-cuda", "PYTHON": "pip install ./plugins/tinygrad_python (from a checkout)"}
 
 hookspec = pluggy.HookspecMarker("tinygrad_core")
 hookimpl = pluggy.HookimplMarker("tinygrad_core")
