@@ -33,6 +33,10 @@ CASES = [
     (IndexError, r"empty", lambda: Tensor.ones(0, 3).max(0)),
     (RuntimeError, r"empty", lambda: Tensor.ones(0, 3).max()),          # (PyTorch: IndexError along an axis only)
     (ValueError, r"numbers only", lambda: Tensor(["a", "b"])),
+    # a ragged list: PyTorch's class and words, and which element
+    (ValueError, r"length 2 at dim 1 \(got 1\) at element \[1\]", lambda: Tensor([[1, 2], [3]])),
+    (ValueError, r"length 1 at dim 2 \(got 2\) at element \[1, 1\]", lambda: Tensor([[[1], [2]], [[3], [4, 5]]])),
+    (ValueError, r"a number and a sequence .*element \[1\]", lambda: Tensor([1.0, [2.0]])),
     (RuntimeError, r"empty axis", lambda: Tensor.ones(0, 3).argmax(0)),
     (TypeError, r"axis must be an int", lambda: Tensor.ones(2, 3).sum(1.0)),
     (RuntimeError, r"gather: index has 1 dims", lambda: Tensor.ones(2, 3).gather(0, Tensor([0, 1]))),

@@ -156,6 +156,15 @@ def test_custom_op_example_runs():
     assert "gradient by Function" in out and out.strip().splitlines()[-1].startswith("test accuracy: ")
 
 
+def test_the_examples_train_without_tqdm(tmp_path):
+    """tqdm draws the bars, and is optional: without it (its import fails, as where it isn't installed) the same
+    training runs and reports."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['tqdm'] = None\n")     # (import tqdm fails)
+    out = run_example("mnist_mlp.py", "--epochs", "1", "--batch-size", "100", "--train-limit", "1000",
+                      "--test-limit", "500", env={"PYTHONPATH": str(tmp_path)})
+    assert "epoch 1:" in out and out.strip().splitlines()[-1].startswith("test accuracy: "), out
+
+
 def test_cifar_example_without_data_says_how_to_get_it_and_fails(tmp_path):
     err = run_example("cifar_cnn.py", "--data-dir", str(tmp_path), returncode=1)
     assert "cifar-10-python.tar.gz" in err and "--download" in err and str(tmp_path) in err

@@ -227,3 +227,20 @@ def test_learning_rate_schedules():
     for _ in range(4):
         cosine.step()
     assert abs(opt.get_lr()) < 1e-7
+
+
+def test_a_step_without_gradients_warns_once_and_changes_nothing():
+    import warnings
+    w = Tensor.ones(3, requires_grad=True)
+    opt = SGD([w], lr=0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        opt.step()
+        opt.step()
+    assert sum("no parameter has a gradient" in str(c.message) for c in caught) == 1, [str(c.message) for c in caught]
+    assert w.tolist() == [1.0, 1.0, 1.0]
+    (w * 2).sum().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # (with gradients: no warning, and a step)
+        opt.step()
+    assert np.allclose(w.numpy(), 0.8)

@@ -64,7 +64,8 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
             if isinstance(data, (list, tuple)):
                 # numpy's own reading first: to it a None is an object (as a float it would be NaN), and so is an int
                 # past 64 bits; ints past int32 make int64, as in PyTorch (and as arange's)
-                if (raw := np.array(data)).dtype.kind not in "biuf" or raw.dtype == np.uint64 and dtype is None:
+                raw = _array_of_list(data)
+                if raw.dtype.kind not in "biuf" or raw.dtype == np.uint64 and dtype is None:
                     v = next(v for v in raw.ravel().tolist() if not isinstance(v, (int, float)) or abs(v) >= 2**63)
                     raise (ValueError if isinstance(v, (str, int)) else RuntimeError)(    # (PyTorch's classes)
                         f"can't make a Tensor of {type(v).__name__} {v!r}: numbers only, ints in int64")
@@ -834,6 +835,23 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
     def to_dot(self) -> str:
         """The lazy graph as Graphviz DOT source."""
         return graph_dot(self.uop)
+
+
+def _array_of_list(data) -> np.ndarray:
+    """numpy's reading of a nested list; a ragged one raises PyTorch's ValueError, naming the element that differs."""
+    try:
+        return np.array(data)
+    except ValueError:
+        def mismatch(items, at: tuple, dim: int):
+            lengths = [len(x) if isinstance(x, (list, tuple)) else None for x in items]
+            if (odd := next((i for i, n in enumerate(lengths) if n != lengths[0]), None)) is not None:
+                if None in (lengths[0], lengths[odd]):
+                    return f"a number and a sequence side by side at dim {dim} (element {list(at + (odd,))})"
+                return (f"expected a sequence of length {lengths[0]} at dim {dim} (got {lengths[odd]}) at element "
+                        f"{list(at + (odd,))}")
+            return next((found for i, x in enumerate(items) if lengths[0] and (found := mismatch(x, at + (i,), dim + 1))),
+                        None)
+        raise ValueError(f"can't make a Tensor of a ragged list: {mismatch(data, (), 1) or 'mixed nesting'}") from None
 
 
 def _past_float16(t: Tensor, x) -> bool:

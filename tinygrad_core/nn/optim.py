@@ -5,6 +5,7 @@ Tensor.realize_all, so the whole update is one schedule (and a TinyJit around a 
 tinygrad 0.14, a step outside training mode is allowed: older tinygrad programs (the seed's among them) never switch it
 on, and programs written for 0.14 step inside it anyway."""
 import math
+import warnings
 import numpy as np
 from tinygrad_core.helpers import flatten, partition
 from tinygrad_core.tensor import Tensor
@@ -58,7 +59,12 @@ class Optimizer:
         """Assign the updates without running them; returns the tensors to realize. Realize them together with
         the loss (Tensor.realize_all(loss, *opt.schedule_step())) to run forward, backward and update as one
         schedule: every kernel that reads a parameter runs before the kernel that overwrites it."""
-        self._update([(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None])
+        if not (with_grad := [(i, p, p.grad) for i, p in enumerate(self.params) if p.grad is not None]) and \
+                not getattr(self, "warned", False):          # (a step that does nothing says so, once)
+            self.warned = True
+            warnings.warn("optimizer step(): no parameter has a gradient, nothing was updated (call "
+                          "loss.backward() first, with the parameters in the loss's graph)", stacklevel=3)
+        self._update(with_grad)
         return [*self.params, *self.buffers, *self.state]
 
     def _update(self, with_grad: list[tuple[int, Tensor, Tensor]]):
