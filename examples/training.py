@@ -3,6 +3,8 @@
 The loop is the seed's (zero_grad, forward, loss, backward, step), wrapped in @TinyJit unless --no-jit."""
 from __future__ import annotations
 import argparse
+import os
+import pathlib
 import sys
 import time
 import numpy as np
@@ -26,6 +28,15 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None or action.default is False else super()._get_help_string(action)
 
 
+def example_data_dir(given: str | None) -> str | None:
+    """The dataset folder: the one given, else $TINYGRAD_DATA, else the data/ beside these examples (a checkout's,
+    whether the package is installed from it editable or as a wheel), else the package's default (its cache)."""
+    beside = pathlib.Path(__file__).resolve().parent.parent / "data"
+    if given is None and not os.environ.get("TINYGRAD_DATA") and beside.is_dir():
+        return str(beside)
+    return given
+
+
 def parse_args(description: str, epochs: int, batch_size: int, lr: float, argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
     parser.add_argument("--device", help="backend to run on (default: the best installed one, see "
@@ -39,11 +50,12 @@ def parse_args(description: str, epochs: int, batch_size: int, lr: float, argv=N
                                                                    "0: all)")
     parser.add_argument("--test-limit", type=int, default=0, help="test on the first N images only (0: all)")
     parser.add_argument("--data-dir", help="dataset folder (default: $TINYGRAD_DATA, the repository's data/ in a "
-                                           "source checkout, else ~/.cache/tinygrad_core/datasets)")
+                                           "source checkout (beside examples/), else ~/.cache/tinygrad_core/datasets)")
     parser.add_argument("--download", action="store_true", help="download CIFAR-10 when it is missing (MNIST is "
                                                                    "downloaded when missing anyway)")
     parser.add_argument("--seed", type=int, default=0, help="for the initial weights and the shuffling")
     args = parser.parse_args(argv)
+    args.data_dir = example_data_dir(args.data_dir)
     if args.device:
         Device.DEFAULT = args.device
     Tensor.manual_seed(args.seed)

@@ -190,3 +190,18 @@ def test_example_help_shows_the_defaults_its_docstring_promises(script):
         assert re.search(rf"--{flag} {flag.upper().replace('-', '_')} [^-]*\(default: {value}\)", help_text), \
             (flag, help_text)
     assert re.search(r"--seed SEED [^-]*\(default: 0\)", help_text), help_text
+
+
+def test_the_examples_read_the_data_beside_them_when_the_package_is_installed_elsewhere(tmp_path, monkeypatch):
+    """A non-editable install (the package in site-packages, the examples run from a checkout): the checkout's data/
+    is used, not the cache, so the README's command works offline."""
+    import training
+    from tinygrad_core.nn import datasets
+    monkeypatch.delenv("TINYGRAD_DATA", raising=False)
+    monkeypatch.setattr(datasets, "__file__", str(tmp_path / "site-packages" / "tinygrad_core" / "nn" / "datasets.py"))
+    monkeypatch.setenv("TINYGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    assert datasets.data_dir() == tmp_path / "cache" / "datasets"         # (the package's own default: the cache)
+    args = training.parse_args("x", epochs=1, batch_size=10, lr=0.1, argv=[])
+    checkout_data = os.path.join(os.path.dirname(EXAMPLES), "data")
+    assert os.path.samefile(datasets.data_dir(args.data_dir), checkout_data)
+    assert training.parse_args("x", 1, 10, 0.1, argv=["--data-dir", str(tmp_path)]).data_dir == str(tmp_path)

@@ -97,6 +97,15 @@ def test_trained_mlp_through_the_cli(images, tmp_path, capsys):
     assert (got.argmax(1) == load_mnist()[3][:1000]).mean() > 0.5
 
 
+def test_the_cli_names_weights_of_another_model(tmp_path, capsys):
+    from tinygrad_core.nn.state import safe_save
+    weights = tmp_path / "cnn.safetensors"
+    safe_save(get_state_dict(example("mnist_cnn")["MnistCNN"]()), str(weights))
+    assert cli.main(["export", "mnist_mlp", str(weights), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "doesn't hold mnist_mlp's weights" in err and "strict=False" not in err and "train mnist_mlp" in err, err
+
+
 def test_other_dtypes_and_several_inputs_and_outputs(tmp_path):
     def fn(x: Tensor, n: Tensor):
         mixed = (x.half() * n.half()).float() + x.bfloat16().float() * 2

@@ -4,6 +4,7 @@ The kernels the capture recorded are rendered again by a C dialect of the C-styl
 index as a loop; weights become constant arrays, intermediates static arrays, inputs and outputs model_run's arguments."""
 from __future__ import annotations
 import argparse
+import sys
 import pathlib
 import numpy as np
 from tinygrad_core.codegen.pipeline import program_for
@@ -233,7 +234,13 @@ def export_example(args: argparse.Namespace, examples: pathlib.Path) -> int:
     from tinygrad_core.nn.state import load_state_dict, safe_load
     script = runpy.run_path(str(examples / f"{args.model}.py"))
     model = script[EXAMPLE_MODELS[args.model]]()
-    load_state_dict(model, safe_load(args.weights))
+    try:
+        load_state_dict(model, safe_load(args.weights))
+    except (KeyError, ValueError, TypeError) as e:       # (weights of another model: say so, not a traceback)
+        message = str(e.args[0] if isinstance(e, KeyError) else e).split("; pass strict=False")[0]
+        print(f"{args.weights} doesn't hold {args.model}'s weights ({message}): pass the file that "
+              f"`tinygrad-core train {args.model} --save PATH` wrote", file=sys.stderr)
+        return 2
 
     def forward(x: Tensor) -> Tensor:
         with Tensor.no_grad(), Tensor.train(False):     # BatchNorm with its running statistics
