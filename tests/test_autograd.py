@@ -420,3 +420,21 @@ def test_a_tensor_reached_only_through_sign_or_a_comparison_gets_a_zero_gradient
     x = Tensor([2.0, -1.0, 0.0])
     (x.sign() * 3 + (x > 0).where(1.0, 2.0)).sum().backward()
     assert x.grad is not None and x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_second_backward_over_the_same_graph_accumulates_as_tinygrads():
+    """tinygrad 0.14 decides (PyTorch raises without retain_graph): the graph is kept, and a second backward() adds
+    the same gradients again, as a second loss would."""
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward()
+    y.backward()
+    assert x.grad.tolist() == [4.0, 8.0]
+    tinygrad = pytest.importorskip("tinygrad")
+    with tinygrad.Context(DEV="PYTHON"):
+        t = tinygrad.Tensor([1.0, 2.0], device="PYTHON")
+        t.requires_grad = True
+        u = (t * t).sum()
+        u.backward()
+        u.backward()
+        assert t.grad.tolist() == [4.0, 8.0]

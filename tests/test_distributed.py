@@ -16,7 +16,7 @@ from tinygrad_core.nn.datasets import Batches
 from tinygrad_core.nn.optim import Adam
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None,
-                                reason="mpi4py is not installed (pip install 'tinygrad-core[mpi]')")
+                                reason="mpi4py is not installed (pip install -e '.[mpi]')")
 STEPS, BATCH, SEED = 5, 128, 3
 DTYPES = [dtypes.bool, dtypes.uint8, dtypes.int8, dtypes.uint16, dtypes.int16, dtypes.uint32, dtypes.int32,
           dtypes.uint64, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]
@@ -94,7 +94,7 @@ def worker(scenario: str, out: str):
 def mpiexec(scenario: str, out, timeout: float = 60, **env) -> tuple[subprocess.CompletedProcess, float]:
     """Run this file's worker on 2 ranks (as root where CI runs as root; more ranks than cores where it has one)."""
     exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
-    assert exe, "mpi4py is installed but there is no mpiexec: pip install 'tinygrad-core[mpi]' brings Open MPI's"
+    assert exe, "mpi4py is installed but there is no mpiexec: pip install -e '.[mpi]' brings Open MPI's"
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "TINYGRAD_CPU_THREADS": "1", **env}
     start = time.monotonic()

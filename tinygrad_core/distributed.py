@@ -3,10 +3,11 @@ its own slice of each batch, and the ranks average their gradients before every 
 
     mpiexec -n 2 python examples/mnist_mlp.py --distributed        (docs/DISTRIBUTED.md: clusters, costs)
 
-mpi4py is imported on first use (pip install 'tinygrad-core[mpi]' brings it and Open MPI's mpiexec). A collective goes
-through host memory: the tensor is read into a numpy array, MPI combines the arrays, the result is written into a new
-buffer. That host step is launched and recorded as a kernel is, so a TinyJit training step replays it in its place,
-between the backward kernels that make the gradients and the update kernels that read the averaged ones.
+mpi4py is imported on first use (pip install -e '.[mpi]' from a checkout brings it and Open MPI's mpiexec). A
+collective goes through host memory: the tensor is read into a numpy array, MPI combines the arrays, the result is
+written into a new buffer. That host step is launched and recorded as a kernel is, so a TinyJit training step
+replays it in its place, between the backward kernels that make the gradients and the update kernels that read the
+averaged ones.
 
 Nothing hangs for ever: mpiexec ends every rank when one dies, an uncaught exception on any rank aborts them all, and a
 collective that waits more than TIMEOUT seconds (TINYGRAD_MPI_TIMEOUT, default 300) for a rank that stopped, hangs or
@@ -44,7 +45,7 @@ def init():
             from mpi4py import MPI
         except ModuleNotFoundError:
             raise ModuleNotFoundError("tinygrad_core.distributed needs mpi4py and an MPI library: "
-                                      "pip install 'tinygrad-core[mpi]'") from None
+                                      "from a checkout: pip install -e '.[mpi]'") from None
         _MPI = MPI
         if MPI.COMM_WORLD.Get_size() > 1:
             sys.excepthook = _abort_on_exception
