@@ -161,7 +161,8 @@ def test_compile_only_mode(tmp_path):
 
 def test_runs_as_a_plain_pytest_plugin(tmp_path):
     report = tmp_path / "report.json"
-    done = run_python(["-m", "pytest", "-p", "no:cacheprovider", "--pyargs", "tinygrad_core.conformance",
+    done = run_python(["-m", "pytest", "-p", "no:cacheprovider", "-p", "tinygrad_core.conformance.plugin", "--pyargs",
+                       "tinygrad_core.conformance",
                        "--tinygrad-backend", "python", "--tinygrad-sections", "1,2", "--tinygrad-json", str(report)],
                       tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]
@@ -261,10 +262,14 @@ def test_json_lists_every_declared_capability(tmp_path):
     assert capabilities["compiler"]["class"] == "PythonCompiler" and capabilities["allocator"]["views"] is True
 
 
-def test_options_are_scoped_to_tinygrad(tmp_path):
-    """The plugin is active in every pytest run of the environment: its options must not take common names."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, cwd=tmp_path,
-                          check=False)
+def test_the_plugin_loads_only_where_asked_for_and_its_options_are_scoped(tmp_path):
+    """A plain pytest run in the environment doesn't load the suite's plugin (nor the framework); with -p, its options
+    don't take common names."""
+    plain = subprocess.run([sys.executable, "-m", "pytest", "--help"], capture_output=True, text=True, cwd=tmp_path,
+                           check=False)
+    assert plain.returncode == 0 and "tinygrad" not in plain.stdout, plain.stdout[-2000:]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "tinygrad_core.conformance.plugin", "--help"],
+                          capture_output=True, text=True, cwd=tmp_path, check=False)
     ours = done.stdout[done.stdout.index("tinygrad-core conformance"):].split("\n\n")[0]
     options = [word for word in ours.split() if word.startswith("--")]
     assert options and all(o.startswith("--tinygrad-") for o in options), options

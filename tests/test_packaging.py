@@ -80,7 +80,8 @@ def test_core_wheel_holds_every_package_and_the_examples(wheels):
         assert module.relative_to(ROOT).as_posix() in names, f"{module.relative_to(ROOT)} is not in the wheel"
     for example in (ROOT / "examples").glob("*.py"):
         assert f"tinygrad_core/examples/{example.name}" in names
-    assert {"console_scripts", "pytest11"} <= set(entry_points(zipfile.ZipFile(wheels["."])))
+    # (the conformance plugin is no pytest11 entry point: it loads where asked for, not into every pytest run)
+    assert set(entry_points(zipfile.ZipFile(wheels["."]))) == {"console_scripts"}
 
 
 @pytest.fixture(scope="module")

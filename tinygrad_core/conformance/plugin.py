@@ -1,9 +1,9 @@
 """The conformance suite's pytest plugin: the --tinygrad-* options, the `dut` fixture, and the report (report.py).
 
-Registered as a pytest11 entry point of tinygrad-core, so `pytest --pyargs tinygrad_core.conformance
---tinygrad-backend NAME` works anywhere; without --tinygrad-backend it does nothing (and the suite's own modules
-aren't collected). Its options carry the `tinygrad` prefix because it is active in every pytest run of the
-environment.
+Loaded only where asked for: `pytest -p tinygrad_core.conformance.plugin --pyargs tinygrad_core.conformance
+--tinygrad-backend NAME` (as `tinygrad-core conformance` does), never into every pytest run of the environment;
+without --tinygrad-backend it does nothing (and the suite's own modules aren't collected). Its options carry the
+`tinygrad` prefix so that they can sit beside a project's own.
 
 Run by `tinygrad-core conformance` (runner.py), the session is a worker: --tinygrad-progress names a file where it
 appends, one JSON line each, the backend's description, the tests it will run, and each test's start and result.

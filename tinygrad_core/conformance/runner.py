@@ -22,6 +22,8 @@ import tempfile
 import time
 
 POLL_SECONDS = 0.2
+# the suite's pytest plugin, loaded only where asked for (-p), never into every pytest run of an environment
+PLUGIN = "tinygrad_core.conformance.plugin"
 GRACE_SECONDS = 5.0             # after SIGABRT, how long faulthandler may take before SIGKILL
 SECTION_CRASHES = 3             # a section whose tests took the process down this often is stopped: the verdict is
                                 # FAILS already, and a restart per test of a backend whose kernels all crash took hours
@@ -157,7 +159,7 @@ def run(name: str, json_path: str | None = None, compile_only: bool = False, max
         open(progress.path, "w").close()
         # the suite's settings are its own, whatever directory it runs from
         args = [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", os.path.dirname(os.path.abspath(
-            __file__)), "-p", "no:cacheprovider", "-q", "--pyargs", "tinygrad_core.conformance",
+            __file__)), "-p", "no:cacheprovider", "-p", PLUGIN, "-q", "--pyargs", "tinygrad_core.conformance",
             "--tinygrad-backend", name, "--tinygrad-max-examples", str(max_examples),
             "--tinygrad-progress", progress.path, *(["--tinygrad-compile-only"] if compile_only else []),
             *(["--tinygrad-sections", sections] if sections else []), *extra]
