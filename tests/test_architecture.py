@@ -10,8 +10,11 @@ import ast
 import importlib.util
 import inspect
 import io
+import os
 import pathlib
 import re
+import subprocess
+import sys
 import tokenize
 
 import pytest
@@ -354,3 +357,36 @@ def test_no_comment_in_the_core_records_a_timing():
              for line, text in comments_and_docstrings(path.read_text()) for match in TIMING.finditer(text)]
     assert not found, f"comments or docstrings recording a measured speed (move the figure to the commit message " \
                       f"or bench/results, keep the reason): {found}"
+
+
+TRACE = """
+import os, sys, tinygrad_core, tinygrad_cpu
+from tinygrad_core import Tensor
+roots = [os.path.dirname(m.__file__) for m in (tinygrad_core, tinygrad_cpu)]
+x, w = Tensor.rand(4, 8, requires_grad=True), Tensor.rand(8, 3, requires_grad=True)
+Tensor.realize_all(x, w)
+order = []
+def tracer(frame, event, arg):
+    name = frame.f_code.co_filename
+    for root in roots:
+        if event == "call" and name.startswith(root + os.sep):
+            if (rel := os.path.relpath(name, os.path.dirname(root)).replace(os.sep, "/")) not in order:
+                order.append(rel)
+sys.settrace(tracer)
+loss = (x @ w).relu().sum()
+loss.backward()
+Tensor.realize_all(loss, x.grad, w.grad)
+sys.settrace(None)
+print(chr(10).join(order))
+"""
+
+
+def test_the_tour_lists_the_student_trace(tmp_path):
+    """docs/ARCHITECTURE.md's student trace is the files (x @ w).relu().sum().backward() and a realize on CPU visit,
+    in the order each is first entered (an empty kernel cache: every kernel goes through the codegen)."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    listed = text.split("## The student trace")[1].split("```")[1].split()
+    env = {**os.environ, "TINYGRAD_CACHE_DIR": str(tmp_path), "TINYGRAD_DEVICE": "CPU"}
+    done = subprocess.run([sys.executable, "-c", TRACE], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == listed
