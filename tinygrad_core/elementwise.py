@@ -157,7 +157,7 @@ class ElementwiseOps:
     # takes the linear piece, as in PyTorch (on tensors short enough for its scalar loop)
     @in_float32         # (in 16 bits, (u - 1) x below is subnormal near 0; computed in float32, rounded once)
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return (self <= 0).where(alpha * _smooth((self <= 0).where(self, 0), "expm1", _expm1), self)
+        return (self <= 0).where(alpha * _smooth((self <= 0).where(self, 0), "exp", _expm1), self)
 
     def celu(self, alpha: float = 1.0) -> Tensor:
         return (self <= 0).where((self / alpha).elu() * alpha, self)

@@ -233,8 +233,8 @@ _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 COMPOSITES = {
     # elementwise: PyTorch's derivatives, written out
     "log": lambda g, out, x: g / x,       # (through log2(x) ln 2, g ln 2 / x (1 / ln 2) didn't cancel; 1 / x overflows)
-    "exp": _chain(lambda x: x.exp()),     # (its own, not ln 2 (exp2's) times 1 / ln 2, which isn't 1 in floats)
-    "expm1": _chain(lambda x: x.exp()),
+    # (exp's own, not ln 2 (exp2's) times 1 / ln 2, which isn't 1 in floats; and expm1's, e^x - 1 differing by 1)
+    "exp": _chain(lambda x: x.exp()),
     "tan": lambda g, out, x: g * (1 + out.square()),     # (through sin / cos, an inf met tan = 0 as inf * 0)
     "asin": _chain(lambda x: (1 - x * x).rsqrt()),
     "acos": _chain(lambda x: -(1 - x * x).rsqrt()),
