@@ -69,7 +69,9 @@ def test_guide_plugin_passes_the_first_sections(toy):
 # What the guide tells authors to declare, override or read: each must exist under the name it uses (where it is).
 GUIDE_NAMES = [
     ("tinygrad_core.renderer", "Renderer", ("simd_width", "max_upcast", "max_unroll", "supports_float4", "device",
-                                            "cache_programs", "supported_dtypes", "tensor_cores", "kernel_opts")),
+                                            "cache_programs", "supported_dtypes", "tensor_cores", "kernel_opts", "panel_columns",
+                                            "far_rows_bytes", "split_sum_elements", "split_sum_parts", "im2col_bytes",
+                                            "row_elements")),
     ("tinygrad_core.renderer.kernel_opts", None, ("KernelOpts", "load_strides")),
     ("tinygrad_core.plugins", "BackendSpec", ("describe", "install_hint", "probe", "priority", "is_gpu")),
     ("tinygrad_core.device", "Compiler", ("compile", "compile_many", "cachekey")),

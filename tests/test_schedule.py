@@ -230,12 +230,13 @@ def test_a_reduce_cut_late_keeps_its_product_in_its_own_kernel():
     from tinygrad_core import nn
     convs = nn.Conv2d(1, 4, 5), nn.Conv2d(4, 4, 5), nn.Conv2d(4, 8, 3)
     x = Tensor.rand(2, 1, 28, 28).realize()
-    old, schedule.IM2COL_BYTES = schedule.IM2COL_BYTES, 0      # in-place windows, as a large batch takes
+    renderer = Device[Device.DEFAULT].renderer
+    old, renderer.im2col_bytes = renderer.im2col_bytes, 0      # in-place windows, as a large batch takes
     try:
         out = convs[2](convs[1](convs[0](x).relu()).relu().max_pool2d((2, 2))).sum()
         biggest = max(item.bufs[0].size for item in out.schedule())
     finally:
-        schedule.IM2COL_BYTES = old
+        renderer.im2col_bytes = old
     assert biggest <= 2 * 4 * 24 * 24, biggest
 
 
@@ -349,8 +350,8 @@ def test_cut_assign_counts_only_what_its_own_kernel_reads():
 
 
 def simd_cpu_only():
-    if not Device[Device.DEFAULT].renderer.simd_width:
-        pytest.skip(f"{Device.DEFAULT} is no SIMD CPU backend: matmul operands are packed for those only")
+    if not (renderer := Device[Device.DEFAULT].renderer).simd_width or not renderer.panel_columns:
+        pytest.skip(f"{Device.DEFAULT} is no SIMD CPU backend packing matmul operands (simd_width, panel_columns)")
 
 
 def test_cut_pack_panels_copies_far_apart_rows_into_panels_first(monkeypatch):
@@ -361,7 +362,7 @@ def test_cut_pack_panels_copies_far_apart_rows_into_panels_first(monkeypatch):
     product_sum = out.uop.src[0]                       # (Tensor.dot builds the plain product; the pass rewrites it)
     assert product_sum.op is Ops.REDUCE_AXIS and schedule._pack_panels(product_sum) is not None
     panels, product = out.schedule()
-    assert panels.node.op is Ops.CONTIGUOUS and panels.node.shape == (16, 1024, 64)   # (n/PANEL, k, PANEL)
+    assert panels.node.op is Ops.CONTIGUOUS and panels.node.shape == (16, 1024, 64)   # (n/panel, k, panel)
     assert product.node is out.uop and product.bufs[1:] == [schedule.buffer_of(ta.uop), panels.bufs[0]]
     assert kernels_for(out) == 2
     assert_close(out.numpy(), a @ b, rtol=1e-4, atol=1e-3)

@@ -233,35 +233,28 @@ def _lay_out(outs: list[UOp], order: list[UOp]) -> tuple[list[UOp], list[UOp], d
     return (outs, _graph_order(outs), {v: u for u, v in new.items()}) if new else (outs, order, {})
 
 
-PANEL = 64                 # columns per panel of a packed matmul operand
-FAR_ROWS_BYTES = 4096      # a matmul operand whose rows are this far apart (or further) is packed
-# im2col copies each output position's window out: past this many bytes (a 10000-image batch through a 5x5 conv is
-# gigabytes) the windows are read in place instead, slower but in the input's own memory
-IM2COL_BYTES = 1 << 28
-
-
 def _pack_panels(u: UOp) -> UOp | None:
-    """A matmul reading a row-major operand w (k, n) down its columns, rows FAR_ROWS_BYTES or more apart, on a
-    renderer that says it is a SIMD CPU (Renderer.simd_width, the hook asked here; GPUs read a column block across
-    threads, coalesced, and don't pack): each step of the reduce would jump a row, and rows a page apart compete for
-    the same cache sets. w is copied into panels (n/PANEL, k, PANEL), each contiguous (BLAS libraries call this
+    """A matmul reading a row-major operand w (k, n) down its columns, rows Renderer.far_rows_bytes or more apart,
+    on a renderer that packs (Renderer.panel_columns, a CPU's: GPUs read a column block across threads, coalesced):
+    each step of the reduce would jump a row, and rows a page apart compete for the same cache sets. w is copied into
+    panels (n/panel, k, panel), each contiguous (BLAS libraries call this
     packing), by a kernel of its own, and the product reads them; the reduce over k stays one loop. A matmul as
     Tensor.dot builds it: the reduce over the last axis, along the other operand's rows, which doesn't vary along w's
     columns, the output's last. (The matmuls of its gradients reduce over a leading axis: a backend's kernel opts
     tile those along their output rows, and they ran slower packed, in either operand.)"""
     if u.op is not Ops.REDUCE_AXIS or u.arg != (Ops.ADD, (k := len(u.shape) - 1,)) or \
-            not Device[u.device].renderer.simd_width:
+            not (panel := (renderer := Device[u.device].renderer).panel_columns):
         return None
     cast, product = (u.src[0], u.src[0].src[0]) if u.src[0].op is Ops.CAST else (None, u.src[0])  # (fp16 adds in fp32)
     # w's columns are the output's axis k - 1 (w seen through views, then the product, which has w's type): every sum
     # over a last axis is asked, so the sizes that rule packing out are checked before the operands are looked at
-    if k < 1 or not isinstance(n := u.shape[k - 1], int) or n % PANEL or n * product.dtype.itemsize < FAR_ROWS_BYTES:
+    if k < 1 or not isinstance(n := u.shape[k - 1], int) or n % panel or n * product.dtype.itemsize < renderer.far_rows_bytes:
         return None
     for i, (side, other) in enumerate((product.src, product.src[::-1]) if product.op is Ops.MUL else ()):
         w, (rows, cols) = _rows_and_columns(side.src[0] if side.op is Ops.EXPAND else side) or (None, (-1, 0))
         if (rows, cols) != (k, k - 1) or other.op is not Ops.EXPAND or other.src[0].shape[cols] != 1:
             continue
-        panels = w.reshape((w.shape[0], n // PANEL, PANEL)).permute((1, 0, 2))      # (n/PANEL, k, PANEL)
+        panels = w.reshape((w.shape[0], n // panel, panel)).permute((1, 0, 2))      # (n/panel, k, panel)
         panels = UOp(Ops.CONTIGUOUS, w.dtype, (panels,)).broadcast_to(shape := product.shape[:cols] + panels.shape)
         rest = other.src[0].reshape(other.src[0].shape + (1,)).expand(shape)
         packed = UOp(Ops.MUL, product.dtype, (panels, rest) if i == 0 else (rest, panels))
@@ -279,17 +272,13 @@ def _rows_and_columns(view: UOp) -> tuple[UOp, tuple[int, ...]] | None:
     return found[0], tuple(view.arg.index(a) if view.op is Ops.PERMUTE else big[small.index(a)] for a in found[1])
 
 
-SPLIT_ELEMENTS = 1 << 17      # a sum of one SIMD vector's outputs over this many elements is summed in parts first
-SPLIT_PARTS = 16
-
-
 def _long_sum(u: UOp) -> UOp | None:
     """A float32 sum accumulates in float64 where the renderer has it, and rounds once: its error is the final
     rounding's, at most PyTorch's (tests/test_long_reductions.py). Not a product-sum, an operand broadcast (a matmul's,
     a convolution's): the opts tile those, and they would run at half the rate. And a sum to no more outputs than one
-    SIMD register holds (Renderer.simd_width, the hook asked here; 64 bytes elsewhere) over many elements (a
+    SIMD register holds (Renderer.simd_width; 64 bytes elsewhere) over Renderer.split_sum_elements or more (a
     batchnorm's statistics: 16 channels over 128x14x14 pixels, or a whole tensor's sum), as one kernel one register
-    tile (one thread), is cut into SPLIT_PARTS parts along its first reduced axis that SPLIT_PARTS divides: a kernel
+    tile (one thread), is cut into split_sum_parts parts along its first reduced axis that the count divides: a kernel
     of its own sums each part, and the sum of the parts follows. (Wider sums are tiled into as many threads' work
     already; cut, they changed what the kernels around them fuse.)"""
     if u.op is not Ops.REDUCE_AXIS or u.arg[0] is not Ops.ADD:
@@ -301,8 +290,9 @@ def _long_sum(u: UOp) -> UOp | None:
         x = x.cast(dtypes.float64)
     shape = x.shape
     if all_int(shape) and prod(u.shape) * u.dtype.itemsize <= (renderer.simd_width or 64) and \
-            prod(shape) >= SPLIT_ELEMENTS and (axis := next((a for a in axes if shape[a] % SPLIT_PARTS == 0), None)) is not None:
-        cut = shape[:axis] + (SPLIT_PARTS, shape[axis] // SPLIT_PARTS) + shape[axis + 1:]
+            prod(shape) >= renderer.split_sum_elements and \
+            (axis := next((a for a in axes if shape[a] % (parts := renderer.split_sum_parts) == 0), None)) is not None:
+        cut = shape[:axis] + (parts, shape[axis] // parts) + shape[axis + 1:]
         x, axes = UOp(Ops.CONTIGUOUS, x.dtype, (x.reshape(cut).reduce(Ops.ADD, tuple(a + (a >= axis) for a in axes)),)), (axis,)
     elif not wide:
         return None
@@ -318,11 +308,11 @@ def conv_reads_windows_in_place(windows: UOp, strides: tuple[int, ...]) -> bool:
     In place at stride 1 with output rows of whole vectors (counted in float32 lanes of Renderer.simd_width, the hook
     asked here; any rows without SIMD): neighbouring outputs read neighbouring inputs, so the loads vectorise along
     the rows. Strided, they would gather inputs a stride apart, or rows would end mid-vector. And in place when im2col
-    would be too large. Decided when the op is built, not by a pass of LAYOUTS: the gradients are built from the form
+    would copy out more than Renderer.im2col_bytes (a 10000-image batch through a 5x5 conv is gigabytes). Decided when the op is built, not by a pass of LAYOUTS: the gradients are built from the form
     chosen (im2col's are matmuls, through contiguous_backward), before the scheduler sees the graph."""
-    lanes = max(1, Device[windows.device].renderer.simd_width // 4)
+    lanes = max(1, (renderer := Device[windows.device].renderer).simd_width // 4)
     return all(s == 1 for s in strides) and windows.shape[1 + len(strides)] % lanes == 0 or \
-        prod(windows.shape) * windows.dtype.itemsize > IM2COL_BYTES
+        prod(windows.shape) * windows.dtype.itemsize > renderer.im2col_bytes
 
 
 def _build_items(roots: list[UOp], is_root: set[UOp], was: dict[UOp, UOp]) -> list[ScheduleItem]:

@@ -74,6 +74,7 @@ class LLVMRenderer(Renderer):
     max_upcast = 256                   # an 8 x 32 register tile of float32 accumulators (16 AVX-512 registers)
     max_unroll = 1                     # LLVM unrolls loops itself; the core's unrolled chains only serialise sums
     cache_programs = True              # the IR depends on the kernel, this module and simd_width only
+    panel_columns = 64                 # a matmul weight read down its columns is packed (schedule.py's _pack_panels)
     # every ALU op is rendered natively (nothing is left to codegen/decompose.py)
     code_for_op = {op: op.name for op in GroupOp.ALU | {Ops.CAST, Ops.BITCAST}}
 

@@ -202,15 +202,15 @@ def unflatten(flat: UOp, shape) -> Indices:
                  sym.mod(sym.idiv(flat, stride), s) for i, (stride, s) in enumerate(zip(contiguous_strides(shape), shape)))
 
 
-def row_axes(grid: list, order) -> list[int]:
+def row_axes(grid: list, order, row: int = 64) -> list[int]:
     """The output axes each parallel index loops over, outermost first, where the renderer runs parallel indices as
-    a loop (no thread groups): the order's last ones, until a row holds 64 elements or fewer than 64 rows would be
-    left to share among threads. The div and mod that split the parallel index into coordinates are then computed
+    a loop (no thread groups): the order's last ones, until a row holds `row` elements (Renderer.row_elements) or
+    fewer than `row` rows would be left to share among threads. The div and mod that split the parallel index into coordinates are then computed
     once per row, not per element, and the row's addresses are affine in the loop counters (vector loads). (A row
     of 16 elements doesn't pay back the work per row: the seed CNN's 16 x 16 average-pool gradient.)"""
     rows, axes = [], [axis for axis in order if grid[axis] != 1]
-    while axes and isinstance(grid[axes[-1]], int) and prod(grid[a] for a in rows) < 64 and \
-            isinstance(left := prod(grid[a] for a in axes[:-1]), int) and left >= 64:
+    while axes and isinstance(grid[axes[-1]], int) and prod(grid[a] for a in rows) < row and \
+            isinstance(left := prod(grid[a] for a in axes[:-1]), int) and left >= row:
         rows.insert(0, axes.pop())
     return rows
 
@@ -247,7 +247,7 @@ def _lower_kernel(ast: UOp, renderer, opts, step: int = 1) -> LoweredKernel:
     upcast = dict(opts.upcast)
     grid = [s // upcast[axis] if axis in upcast else s for axis, s in enumerate(shape)]
     order = opts.order or tuple(range(len(shape)))
-    rows = [] if renderer.has_local or not step else row_axes(grid, order)
+    rows = [] if renderer.has_local or not step else row_axes(grid, order, renderer.row_elements)
     if step > 1:
         upcast[rows[-1]], grid[rows[-1]] = upcast.get(rows[-1], 1) * step, grid[rows[-1]] // step
     parallel = [1 if axis in rows else g for axis, g in enumerate(grid)]

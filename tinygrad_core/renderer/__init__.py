@@ -32,6 +32,13 @@ class Renderer:
     default_local_size: int = 1        # threads per group (has_local renderers)
     simd_width: int = 0                # bytes per SIMD register (CPUs): matmul and conv layouts, schedule.py
     tensor_cores: tuple[TensorCore, ...] = ()   # matmul-shaped kernels become WMMA ops (codegen/tensor_cores.py)
+    # layout thresholds, for schedule.py's LAYOUTS and codegen/lower.py's rows; the defaults suit any hardware
+    panel_columns: int = 0             # a matmul operand read down its columns is packed into panels this wide (0: no)
+    far_rows_bytes: int = 4096         #   when its rows are this far apart or further (they compete for cache sets)
+    split_sum_elements: int = 1 << 17  # a sum to a few outputs over this many elements is summed in parts first
+    split_sum_parts: int = 16
+    im2col_bytes: int = 1 << 28        # a conv copies its windows out as rows (im2col) up to this size, else reads them
+    row_elements: int = 64             # without thread groups, each parallel index loops over a row this long
     # True when what render() makes depends only on the kernel, the core's code, this renderer's module and its
     # attributes: the core may then remember rendered programs on disk (a fresh process skips lowering them)
     cache_programs: bool = False
