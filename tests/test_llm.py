@@ -212,6 +212,20 @@ def test_a_tiny_llama_in_three_ggml_types_matches_transformers_on_every_backend(
         Device.DEFAULT = before
 
 
+def test_a_prompt_read_in_jitted_chunks_gives_the_logits_of_one_pass(tiny):
+    # chunks of 2 at starts 0, 2, 4, 6: run, captured, replayed at another start, replayed padded (one token, the
+    # padding's keys and values past the prompt); each chunk's last logits are those of the whole prompt at once
+    from tinygrad_core.llm.model import Transformer
+    model, _ = Transformer.from_gguf(tiny[0], max_context=16)
+    tokens = [5, 99, 17, 3, 64, 8, 41]
+    expected = model.logits(tokens)
+    for start in range(0, len(tokens), 2):
+        got = model._prefill(tokens[start:start + 2], start, 2).numpy()
+        np.testing.assert_allclose(got, expected[min(start + 1, len(tokens) - 1)], atol=2e-5, rtol=1e-5)
+    assert model.prefill_steps[2][0].calls == 4 and len(model.prefill_steps[2][0].captures) == 1
+    assert model._prefill(tokens[:2], 14, 4).shape == (128,) and 4 not in model.prefill_steps    # no room to pad
+
+
 @needs_model
 @pytest.mark.skipif(not usable("CL"), reason="CL is not usable here")
 def test_the_real_model_generates_on_opencl_as_on_the_cpu():

@@ -65,6 +65,7 @@ class Transformer:
         if "rope_freqs.weight" in weights:      # (llama 3's long-context factors, one per frequency)
             freqs = freqs / weights["rope_freqs.weight"].numpy().astype(np.float64)
         angles = np.arange(self.max_context, dtype=np.float64)[:, None] * freqs[None, :]
+        self.positions = Tensor.arange(self.max_context).realize()      # (the causal mask's, sliced where it starts)
         self.cos, self.sin = (Tensor(f(angles).astype(np.float32)).realize() for f in (np.cos, np.sin))
         self.embedding, self.norm = Weight(weights["token_embd.weight"]), weights["output_norm.weight"].realize()
         self.output = Weight(weights["output.weight"]) if "output.weight" in weights else self.embedding   # (tied)
@@ -74,6 +75,7 @@ class Transformer:
                                                           (b.wq, b.wk, b.wv, b.wo, b.gate, b.up, b.down))
         self.decode_step = TinyJit(self._forward_last)
         self.position = Variable("position", 1, self.max_context - 1)
+        self.prefill_steps: dict[int, tuple[TinyJit, Variable]] = {}     # chunk size -> its capture, its start
 
     @staticmethod
     def from_gguf(path, max_context: int | None = None) -> tuple[Transformer, dict]:
@@ -100,10 +102,10 @@ class Transformer:
         group = nh // nkv                                                 # query heads per key-value head
         q = q.reshape(nkv, group * T, hd)
         scores = (q @ keys.transpose(1, 2)) * (1 / math.sqrt(hd))          # (kv heads, group * T, start + T)
-        if T > 1:       # causal within the new tokens: query t sees the keys up to start + t
-            seen = Tensor.arange(T).reshape(T, 1) + start >= Tensor.arange(start + T).reshape(1, start + T)
-            scores = seen.reshape(1, 1, T, start + T).expand(nkv, group, T, start + T).reshape(nkv, group * T, -1) \
-                .where(scores, -math.inf)
+        if T > 1:       # causal within the new tokens: query t sees the keys up to start + t (start may be a Variable)
+            seen = self.positions[start:start + T].reshape(T, 1) >= self.positions[0:start + T].reshape(1, start + T)
+            seen = seen.reshape(1, 1, T, start + T).expand(nkv, group, T, start + T)
+            scores = seen.reshape(nkv, group * T, start + T).where(scores, -math.inf)
         out = (scores.softmax(-1) @ values).reshape(nh, T, hd).transpose(0, 1).reshape(T, nh * hd)
         return out @ block.wo.T
 
@@ -119,6 +121,23 @@ class Transformer:
     def _forward_last(self, tokens: Tensor, start) -> Tensor:
         """The logits of the last of tokens (a Tensor of ids) placed at position start."""
         return (self._hidden(tokens, start)[-1:] @ self.output.T).reshape(-1).realize()
+
+    def _forward_row(self, tokens: Tensor, start, row: Tensor) -> Tensor:
+        """The logits of tokens[row] (row a Tensor of one index), tokens placed at position start."""
+        return (self._hidden(tokens, start)[row] @ self.output.T).reshape(-1).realize()
+
+    def _prefill(self, chunk: list[int], start: int, size: int) -> Tensor:
+        """The logits of chunk's last token, chunk written to the cache at start. A chunk padded to `size` tokens is
+        a TinyJit replay, its start a bound Variable: a prompt's chunks after the second run no Python of the model.
+        (The padding's keys and values land past the prompt, where each decode step writes before it reads.)"""
+        if start + size > self.max_context:          # (no room for the padding: the chunk as it is, scheduled anew)
+            return self._forward_last(Tensor(np.array(chunk, dtype=np.int32)), start)
+        if size not in self.prefill_steps:
+            self.prefill_steps[size] = TinyJit(self._forward_row), Variable("start", 0, self.max_context - size)
+        step, variable = self.prefill_steps[size]
+        padded = np.zeros(size, dtype=np.int32)
+        padded[:len(chunk)] = chunk
+        return step(Tensor(padded), variable.bind(start), Tensor([len(chunk) - 1], dtype=dtypes.int32))
 
     # ---- what a user calls ----
     def logits(self, tokens: list[int], chunk_size: int = 64) -> np.ndarray:
@@ -139,7 +158,7 @@ class Transformer:
         position = 0
         for start in range(0, len(tokens), chunk_size):
             chunk = tokens[start:start + chunk_size]
-            logits = self._forward_last(Tensor(np.array(chunk, dtype=np.int32)), start)
+            logits = self._prefill(chunk, start, chunk_size)
             position = start + len(chunk)
         # the prefill's temporaries (each matrix dequantized once for all of a chunk's rows) are no decode step's
         # size: kept by the allocator's cache, they would only add to the peak
