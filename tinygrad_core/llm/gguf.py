@@ -114,8 +114,9 @@ def _half(blocks: Tensor, at: int) -> Tensor:
 
 
 def _nibbles(qs: Tensor) -> Tensor:
-    """Bytes (blocks, n) as 2n 4-bit values: the low halves, then the high halves (ggml's order in a block)."""
-    return (qs & 0xF).cat(qs >> 4, dim=-1)
+    """Bytes (..., n) as their 4-bit halves (..., 2, n): the low halves, then the high (ggml's order in a block). A
+    shift by (0, 4), not a concatenation: a kernel reading them loads each byte once and selects nothing."""
+    return (qs.unsqueeze(-2) >> Tensor([[0], [4]], dtype=dtypes.uint8, device=qs.device)) & 0xF
 
 
 def _high_bits(qh: Tensor, count: int) -> Tensor:
@@ -144,23 +145,23 @@ def dequantize(blocks: Tensor, kind: str) -> Tensor:
     if kind == "Q8_0":
         return (_half(blocks, 0) * blocks[:, 2:].bitcast(dtypes.int8).cast(f32)).reshape(-1)
     if kind in ("Q4_0", "Q4_1"):
-        q = _nibbles(blocks[:, 4 if kind == "Q4_1" else 2:]).cast(f32)
+        q = _nibbles(blocks[:, 4 if kind == "Q4_1" else 2:]).reshape(-1, 32).cast(f32)
         return (_half(blocks, 0) * q + (_half(blocks, 2) if kind == "Q4_1" else _half(blocks, 0) * -8)).reshape(-1)
     if kind in ("Q5_0", "Q5_1"):
         at = 4 if kind == "Q5_1" else 2
-        q = (_nibbles(blocks[:, at + 4:]) | (_high_bits(blocks[:, at:at + 4], 32) << 4)).cast(f32)
+        q = (_nibbles(blocks[:, at + 4:]).reshape(-1, 32) | (_high_bits(blocks[:, at:at + 4], 32) << 4)).cast(f32)
         return (_half(blocks, 0) * q + (_half(blocks, 2) if kind == "Q5_1" else _half(blocks, 0) * -16)).reshape(-1)
     if kind in ("Q4_K", "Q5_K"):
         sc, mn = _k_scales(blocks[:, 4:16])
         qs = blocks[:, 48 if kind == "Q5_K" else 16:].reshape(-1, 4, 32)           # 4 chunks of 32 bytes: 64 values
-        q = (qs & 0xF).unsqueeze(2).cat((qs >> 4).unsqueeze(2), dim=2).reshape(-1, 8, 32)    # 8 sub-blocks of 32
+        q = _nibbles(qs).reshape(-1, 8, 32)                                        # 8 sub-blocks of 32
         if kind == "Q5_K":
             q = q | (_high_bits(blocks[:, 16:48], 256).reshape(-1, 32, 8).permute(0, 2, 1) << 4)
         d, dmin = _half(blocks, 0).reshape(-1, 1, 1), _half(blocks, 2).reshape(-1, 1, 1)
         return (d * sc.unsqueeze(-1) * q.cast(f32) - dmin * mn.unsqueeze(-1)).reshape(-1)
     if kind == "Q6_K":
         ql, qh = blocks[:, 0:128].reshape(-1, 2, 2, 32), blocks[:, 128:192].reshape(-1, 2, 1, 32)
-        low = (ql & 0xF).unsqueeze(2).cat((ql >> 4).unsqueeze(2), dim=2).reshape(-1, 2, 4, 32)   # (half, quarter, l)
+        low = _nibbles(ql).transpose(2, 3).reshape(-1, 2, 4, 32)                  # (half, quarter, l)
         high = (qh >> Tensor([[0], [2], [4], [6]], dtype=dtypes.uint8, device=blocks.device)) & 3   # (half, quarter, l)
         q = (low | (high << 4)).bitcast(dtypes.int8).cast(f32) - 32
         scales = blocks[:, 192:208].bitcast(dtypes.int8).cast(f32).reshape(-1, 2, 4, 2, 1)    # one per 16 values

@@ -32,8 +32,9 @@ class Weight:
         self.graph, self.shape = tensor.uop, tensor.shape
         self.nbytes = sum(u.arg[0].nbytes for u in self.graph.toposort() if u.op is Ops.BUFFER)    # (the blocks)
 
-    @property
-    def T(self) -> Tensor: return Tensor(self.graph).T          # noqa: E704
+    def __call__(self, x: Tensor) -> Tensor:
+        """x @ weight.T, a Linear's without bias: the blocks dequantized inside the matmul's kernel, as it reads them."""
+        return x @ Tensor(self.graph).T
 
     def __getitem__(self, index) -> Tensor: return Tensor(self.graph)[index]   # noqa: E704
 
@@ -89,7 +90,9 @@ class Transformer:
     def _attention(self, block: Block, x: Tensor, start, T: int) -> Tensor:
         hd, nh, nkv = self.head_dim, self.n_heads, self.n_kv_heads
         cos, sin = self.cos[start:start + T].unsqueeze(0), self.sin[start:start + T].unsqueeze(0)
-        heads = lambda w, n: (x @ w.T).reshape(T, n, hd).transpose(0, 1)     # noqa: E731  (n, T, hd)
+        # (n, T, hd). Written out: RoPE reads each output twice (as a and as b of a pair), and fused into it the
+        # projection's dot products would be computed for each read
+        heads = lambda w, n: w(x).contiguous().reshape(T, n, hd).transpose(0, 1)     # noqa: E731
         if block.cache is None:
             block.cache = Tensor.zeros(2, nkv, self.max_context, hd).contiguous().realize()
         # (no tensor of the new keys and values outlives the write: one would keep what its graph computed, a
@@ -107,7 +110,7 @@ class Transformer:
             seen = seen.reshape(1, 1, T, start + T).expand(nkv, group, T, start + T)
             scores = seen.reshape(nkv, group * T, start + T).where(scores, -math.inf)
         out = (scores.softmax(-1) @ values).reshape(nh, T, hd).transpose(0, 1).reshape(T, nh * hd)
-        return out @ block.wo.T
+        return block.wo(out)
 
     def _hidden(self, tokens: Tensor, start) -> Tensor:
         T = tokens.shape[0]
@@ -115,16 +118,16 @@ class Transformer:
         for block in self.blocks:
             h = h + self._attention(block, rms_norm(h, block.attn_norm, self.eps), start, T)
             x = rms_norm(h, block.ffn_norm, self.eps)
-            h = (h + ((x @ block.gate.T).silu() * (x @ block.up.T)) @ block.down.T).contiguous()
+            h = (h + block.down(block.gate(x).silu() * block.up(x))).contiguous()
         return rms_norm(h, self.norm, self.eps)
 
     def _forward_last(self, tokens: Tensor, start) -> Tensor:
         """The logits of the last of tokens (a Tensor of ids) placed at position start."""
-        return (self._hidden(tokens, start)[-1:] @ self.output.T).reshape(-1).realize()
+        return self.output(self._hidden(tokens, start)[-1:]).reshape(-1).realize()
 
     def _forward_row(self, tokens: Tensor, start, row: Tensor) -> Tensor:
         """The logits of tokens[row] (row a Tensor of one index), tokens placed at position start."""
-        return (self._hidden(tokens, start)[row] @ self.output.T).reshape(-1).realize()
+        return self.output(self._hidden(tokens, start)[row]).reshape(-1).realize()
 
     def _prefill(self, chunk: list[int], start: int, size: int) -> Tensor:
         """The logits of chunk's last token, chunk written to the cache at start. A chunk padded to `size` tokens is
@@ -146,7 +149,7 @@ class Transformer:
         out = []
         for start in range(0, len(tokens), chunk_size):
             chunk = Tensor(np.array(tokens[start:start + chunk_size], dtype=np.int32))
-            out.append((self._hidden(chunk, start) @ self.output.T).numpy())
+            out.append(self.output(self._hidden(chunk, start)).numpy())
         return np.concatenate(out).astype(np.float32)
 
     def generate(self, tokens: list[int], chunk_size: int = 32, temperature: float = 0.0, top_k: int = 0,
