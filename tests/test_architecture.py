@@ -321,9 +321,6 @@ def test_no_core_file_is_over_the_cap():
                      f"concern, one idea to a module"
 
 
-@pytest.mark.xfail(strict=True, reason="the core is 6,093 lines with multi.py counted, 93 over: the rest of #39 (the "
-                   "layout choices as one scheduler pass, conv2d the plain graph) is to fold them; strict, so it "
-                   "fails once the cap holds, and this mark goes")
 def test_the_core_is_within_its_cap():
     counts = core_line_counts()
     total, biggest = sum(counts.values()), sorted(counts.items(), key=lambda item: -item[1])[:5]

@@ -47,7 +47,7 @@ class CreationOps:
 
     @classmethod
     def full(cls, shape, fill_value, device=None, dtype=None, **kwargs) -> Tensor:
-        shape = _checked_shape(argfix(shape) if isinstance(shape, (tuple, list)) else (shape,))
+        shape = _checked_shape(argfix(shape))
         if not isinstance(fill_value, (bool, int, float, np.number, np.bool_)) and not is_symbolic(fill_value):
             raise TypeError(f"full's fill_value must be a number, got {type(fill_value).__name__} {fill_value!r}")
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
@@ -78,10 +78,8 @@ class CreationOps:
             if dtype != dtypes.default_int:         # (as tinygrad: bool holds 0 and 1, uint8 255)
                 raise OverflowError(f"arange [{start}, {stop}) step {step} is not representable in {dtype}")
             dtype = dtypes.int64           # values past int32 (as tinygrad and PyTorch)
-        # the values are made on the host and uploaded: a constant table, not a computation
-        values = start + step * np.arange(n, dtype=np.float64)
-        return cls(values.astype(np.float32 if dtype == dtypes.bfloat16 else dtype.np), device=device, dtype=dtype,
-                      **kwargs)
+        # the values are made on the host and uploaded (converted to dtype there): a constant table, not a computation
+        return cls(start + step * np.arange(n, dtype=np.float64), device=device, dtype=dtype, **kwargs)
 
     @classmethod
     def linspace(cls, start, stop, steps: int, device=None, dtype=None, **kwargs) -> Tensor:
@@ -95,11 +93,10 @@ class CreationOps:
                 start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
 
     @classmethod
-    def eye(cls, n: int, m: int | None = None, device=None, dtype=None, **kwargs) -> Tensor:
+    def eye(cls, n: int, m: int | None = None, device=None, dtype=None, *, requires_grad=None, **kwargs) -> Tensor:
         n, m = _checked_shape((n, n if m is None else m))
         rows, cols = cls.arange(n, device=device).reshape(n, 1), cls.arange(m, device=device).reshape(1, m)
-        return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(
-            kwargs.get("requires_grad"))
+        return (rows == cols).cast(to_dtype(dtype or dtypes.default_float)).contiguous().requires_grad_(requires_grad)
 
     @classmethod
     def from_blob(cls, ptr: int, shape, dtype=None, device=None, **kwargs) -> Tensor:
@@ -107,9 +104,8 @@ class CreationOps:
         dtype = to_dtype(dtype or dtypes.default_float)
         count = prod(_checked_shape(argfix(shape)))
         raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
-        host = np.frombuffer(raw, dtype=np.uint16 if dtype == dtypes.bfloat16 else dtype.np).reshape(shape).copy()
-        out = cls(host, device=device)
-        return (out.bitcast(dtype) if dtype == dtypes.bfloat16 else out).requires_grad_(kwargs.get("requires_grad"))
+        host = np.frombuffer(raw, dtype=dtype.np).reshape(shape).copy()     # (bfloat16's bits read as uint16s)
+        return cls(host, device=device).bitcast(dtype).requires_grad_(kwargs.get("requires_grad"))
 
     @classmethod
     def from_url(cls, url: str, gunzip: bool = False, **kwargs) -> Tensor:
@@ -163,10 +159,9 @@ class CreationOps:
         # spread neighbouring positions over all 32 bits first (the hash below mixes small inputs poorly)
         x = (cls.arange(n, device=device, dtype=dtypes.uint32) + offset) * 0x9E3779B9 + 0x6A09E667
         for _ in range(2):           # two rounds of the "lowbias32" integer hash
-            for shift, multiplier in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
-                x = x ^ (x >> shift)
-                if multiplier is not None:
-                    x = x * multiplier
+            x = (x ^ (x >> 16)) * 0x7FEB352D
+            x = (x ^ (x >> 15)) * 0x846CA68B
+            x = x ^ (x >> 16)
         return x
 
     @classmethod
@@ -222,20 +217,17 @@ class CreationOps:
         else:   # Gumbel top-k: the k largest of log w - log(-log u) are a draw without replacement
             gumbel = -(-type(self).rand(*weights.shape, device=self.device).maximum(1e-20).log()).log()
             picks = (weights.log() + gumbel).topk(num_samples, dim=1)[1]
-        picks = picks.cast(dtypes.int32)
-        return picks if self.ndim == 2 else picks.reshape(num_samples)
+        return picks.cast(dtypes.int32).reshape(self.shape[:-1] + (num_samples,))     # (a row of picks per row)
 
     @classmethod
-    def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, **kwargs) -> Tensor:
-        requires_grad = kwargs.pop("requires_grad", None)
+    def uniform(cls, *shape, low=0.0, high=1.0, dtype=None, requires_grad=None, **kwargs) -> Tensor:
         if low > high:
             raise RuntimeError(f"uniform needs low <= high, got low={low}, high={high}")
         out = (cls.rand(*shape, **kwargs) * (high - low) + low).cast(to_dtype(dtype or dtypes.default_float))
         return out.requires_grad_(requires_grad)
 
     @classmethod
-    def normal(cls, *shape, mean=0.0, std=1.0, **kwargs) -> Tensor:
-        requires_grad = kwargs.pop("requires_grad", None)
+    def normal(cls, *shape, mean=0.0, std=1.0, requires_grad=None, **kwargs) -> Tensor:
         if std < 0:
             raise RuntimeError(f"normal needs std >= 0, got std={std}")
         return (cls.randn(*shape, **kwargs) * std + mean).requires_grad_(requires_grad)
@@ -252,12 +244,15 @@ class CreationOps:
 
     @classmethod
     def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = _checked_shape(argfix(*shape))
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, prod(shape[1:])))
+        bound = _kaiming_std(argfix(*shape), a, scale=math.sqrt(3.0))     # (a uniform's std is its bound / sqrt(3))
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
     def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
-        shape = _checked_shape(argfix(*shape))
-        std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, prod(shape[1:])))
-        return cls.normal(*shape, mean=0.0, std=std, **kwargs)
+        return cls.normal(*shape, mean=0.0, std=_kaiming_std(argfix(*shape), a), **kwargs)
+
+
+def _kaiming_std(shape: tuple, a: float, scale: float = 1.0) -> float:
+    """He initialisation's standard deviation (times scale) for weights of this shape (fan in: every axis but the
+    first) feeding a leaky ReLU of negative slope a."""
+    return scale * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(max(1, prod(_checked_shape(shape)[1:])))

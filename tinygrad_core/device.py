@@ -108,11 +108,10 @@ class LRUAllocator(Allocator):
             return super().alloc(size, options)
 
     def free(self, opaque, size: int, options=None):
-        if LRU.value:
-            self.in_use -= size
-            self.cache.setdefault((max(size, 1), options), []).append(opaque)
-        else:
-            super().free(opaque, size, options)
+        if not LRU.value:
+            return super().free(opaque, size, options)
+        self.in_use -= size
+        self.cache.setdefault((max(size, 1), options), []).append(opaque)
 
     def free_cache(self):
         for (size, options), opaques in self.cache.items():
@@ -297,10 +296,8 @@ def _immutable(array: np.ndarray) -> bool:
         if base.flags.writeable:
             return False
         base = base.base
-    if base is None:
-        return True
     try:
-        return memoryview(base).readonly
+        return base is None or memoryview(base).readonly
     except TypeError:
         return False
 

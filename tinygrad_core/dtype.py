@@ -124,18 +124,14 @@ def to_dtype(x) -> DType:
                            f"(or a name like 'float32')") from None
 
 
-def _kind(dt: DType) -> int:
-    return 0 if dt == dtypes.bool else 2 if dt in FLOATS else 1
-
-
 def least_upper_dtype(*dts: DType) -> DType:
     """numpy-like promotion, with tinygrad's choices: any float beats any int; signed+unsigned of the same size
     widens (uint64 with a signed int becomes float32, as there is no wider int); float16+bfloat16 is float32."""
     dts = tuple(set(dts))
     if len(dts) == 1:
         return dts[0]
-    top_kind = max(_kind(d) for d in dts)
-    pool = [d for d in dts if _kind(d) == top_kind]     # (two or more types: bool is never all of them)
+    kind = {d: 0 if d == dtypes.bool else 2 if d in FLOATS else 1 for d in dts}
+    pool = [d for d in dts if kind[d] == max(kind.values())]     # (two or more types: bool is never all of them)
     if set(pool) == {dtypes.float16, dtypes.bfloat16}:
         return dtypes.float32
     # (floats, never unsigned, take the widest, as ints of one signedness do)
@@ -150,10 +146,8 @@ def truncate_value(x, dt: DType):
     """A Python number as a value of dt would hold it (wrapping ints, rounding floats)."""
     if dt == dtypes.bool:
         return bool(x)
-    if dt in INTS:
-        bits = 8 * dt.itemsize
-        value = int(x) & ((1 << bits) - 1)
-        return value - (1 << bits) if dt not in UNSIGNED and value >= 1 << (bits - 1) else value
+    if dt in INTS:      # wrapped into [min, max], modulo 2^bits
+        return (int(x) - dt.min) % (1 << dt.bitsize) + dt.min
     if dt == dtypes.bfloat16:
         return float(bf16_to_f32(f32_to_bf16(np.array([x], np.float32)))[0])
     return float(np.array(x, dtype=dt.np))

@@ -63,7 +63,7 @@ class ElementwiseOps:
     def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)                 # noqa: E704
     def tan(self) -> Tensor: return _smooth(self, "tan", lambda x: x.sin() / x.cos())  # noqa: E704
 
-    @in_float32                      # (16-bit floats hold too few bits of ln 2 below)
+    # (in float32, as every _smooth: 16-bit floats hold too few bits of ln 2 below)
     def exp(self) -> Tensor: return _smooth(self, "exp", _exp)                   # noqa: E704
 
     @functools.partial(in_float32, float64=True)     # (1 - 2 sin^2(x/2) cancels near cos's zeros: 1e-7 off)
@@ -80,9 +80,7 @@ class ElementwiseOps:
     def copysign(self, other) -> Tensor:
         """|self| with the sign of other (the sign bit: -0.0 counts as negative), as torch.copysign."""
         a, b = (t._float() for t in self._to_operand(other))      # (promoted first: int8 with float16 is float16)
-
-        def value(a, b):
-            return (b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0).where(-a.abs(), a.abs())
+        value = lambda a, b: (b.bitcast(_SIGNED_OF_SIZE[b.dtype.itemsize]) < 0).where(-a.abs(), a.abs())  # noqa: E731
         return composite("copysign", a, b, value=value)
 
     @in_float32                      # (exact in float32, and a remainder of 16-bit floats fits their type)
@@ -145,9 +143,9 @@ class ElementwiseOps:
         # gradient and makes NaN
         return composite("sigmoid", self._float(), value=lambda x: (1 + (x * (-1 / math.log(2))).exp2()).reciprocal())
 
-    @in_float32                      # (2 sigmoid(2x) - 1 in 16 bits: tanh(1e-3) was 2.4% off)
+    # (in float32, as every _smooth: 2 sigmoid(2x) - 1 in 16 bits: tanh(1e-3) was 2.4% off)
     def tanh(self) -> Tensor:
-        return composite("tanh", self._float(), value=_tanh)
+        return _smooth(self, "tanh", _tanh)
 
     def leakyrelu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)  # noqa
 
@@ -165,7 +163,7 @@ class ElementwiseOps:
     def selu(self, alpha=1.6732632423543772, gamma=1.0507009873554805) -> Tensor:    # (PyTorch's constants)
         return gamma * self.elu(alpha)
 
-    @in_float32                      # (as PyTorch's; x^3 overflows 16 bits)
+    # (in float32, as every _smooth and as PyTorch's; x^3 overflows 16 bits)
     def gelu(self, approximate: str = "tanh") -> Tensor:
         """GELU; approximate="tanh" (tinygrad's default) or "none" (the erf form, PyTorch's default), x times a
         normal CDF. PyTorch's derivatives: through the composition, an inf gradient met the saturated tanh's or erf's 0
@@ -175,11 +173,11 @@ class ElementwiseOps:
         c = math.sqrt(2 / math.pi)
         cdf = (lambda x: 0.5 * (1 + (c * (x + 0.044715 * x * x * x)).tanh())) if approximate == "tanh" else \
             (lambda x: 0.5 * (1 + (x * 0.5 ** 0.5).erf()))
-        return composite("gelu", self._float(), value=lambda x: x * cdf(x), cdf=cdf, approximate=approximate)
+        return _smooth(self, "gelu", lambda x: x * cdf(x), cdf=cdf, approximate=approximate)
 
     def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()           # noqa: E704
 
-    @in_float32                      # (a 16-bit sigmoid underflows where x * sigmoid(x)'s derivative doesn't)
+    # (in float32, as every _smooth: a 16-bit sigmoid underflows where x * sigmoid(x)'s derivative doesn't)
     def silu(self) -> Tensor:
         return _smooth(self, "silu", lambda x: x * x.sigmoid())
 
@@ -198,7 +196,7 @@ class ElementwiseOps:
     def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor:
         return (alpha * self + beta).hardtanh(0, 1)
 
-    @in_float32                      # (as PyTorch's: b x overflows 16 bits, and e^-|bx| goes subnormal in them)
+    # (in float32, as every _smooth and as PyTorch's: b x overflows 16 bits, and e^-|bx| goes subnormal in them)
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         # log(1 + e^(bx)) / b as bx+ + log1p(e^-|bx|) (no overflow; log(1 + y) alone loses y: softplus(-88) was 0,
         # not 6e-39), and x itself past bx > threshold, as PyTorch's (b x / b overflowed at x = 3e38, b = 2)
@@ -236,9 +234,9 @@ class ElementwiseOps:
 
     clamp = clip
 
-    @in_float32                      # (1 - poly * e^-x^2 cancels in 16 bits)
+    # (in float32, as every _smooth: 1 - poly * e^-x^2 cancels in 16 bits)
     def erf(self) -> Tensor:
-        return composite("erf", self._float(), value=_erf)
+        return _smooth(self, "erf", _erf)
 
     @in_float32                      # (end - self may not fit 16 bits)
     def lerp(self, end: Tensor, weight) -> Tensor:
@@ -253,19 +251,22 @@ class ElementwiseOps:
         return composite("lerp", start, end, w, value=value)
 
 
+def _acos_near_one(y: Tensor) -> Tensor:
+    """acos(y) = 2 asin(sqrt((1 - y) / 2)) for y >= 1/2, the series' argument <= 1/2: 1 - y keeps acos(1 - tiny)'s
+    digits."""
+    return 2 * _odd_series(((1 - y) * 0.5).sqrt(), _ASIN_TAYLOR, y.dtype)
+
+
 def _asin(x: Tensor) -> Tensor:
-    # |x| <= 1/2 by a series; beyond, asin(x) = pi/2 - 2 asin(sqrt((1 - |x|) / 2)), whose argument is <= 1/2
+    # |x| <= 1/2 by a series; beyond, asin(x) = pi/2 - acos(|x|)
     a = x.abs()
-    inner = ((1 - a) * 0.5).sqrt()
-    big = (math.pi / 2 - 2 * _odd_series(inner, _ASIN_TAYLOR, x.dtype)).mul(x.sign())
+    big = (math.pi / 2 - _acos_near_one(a)).mul(x.sign())
     return (a <= 0.5).where(_odd_series(x, _ASIN_TAYLOR, x.dtype), (a <= 1).where(big, math.nan))
 
 
 def _acos(x: Tensor) -> Tensor:
-    # near +-1 from the half-angle form directly, so acos(1 - tiny) keeps its digits
-    upper = 2 * _odd_series(((1 - x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
-    lower = math.pi - 2 * _odd_series(((1 + x) * 0.5).sqrt(), _ASIN_TAYLOR, x.dtype)
-    return (x > 0.5).where(upper, (x < -0.5).where(lower, math.pi / 2 - x.asin()))
+    # near +-1 from the half-angle form directly (acos(x) = pi - acos(-x)), so acos(1 - tiny) keeps its digits
+    return (x > 0.5).where(_acos_near_one(x), (x < -0.5).where(math.pi - _acos_near_one(-x), math.pi / 2 - x.asin()))
 
 
 def _atan(x: Tensor) -> Tensor:
@@ -347,12 +348,6 @@ def _mulmod(x: Tensor, y: Tensor, m: Tensor, wide: bool) -> Tensor:
     return (x * y + m * 4 - q * m).mod_trunc(m).cast(dtypes.int64)
 
 
-def _pow2(e: Tensor, dtype: DType) -> Tensor:
-    """2^e for int64s e in dtype's range of normal exponents, exactly: from its bits."""
-    ebits, mbits = dtypes.finfo(dtype)
-    return ((e + (1 << ebits - 1) - 1) << mbits).cast(_SIGNED_OF_SIZE[dtype.itemsize]).bitcast(dtype)
-
-
 def _fmod(a: Tensor, b: Tensor) -> Tensor:
     # with |a| = ma 2^ea and |b| = mb 2^eb, |fmod| = (ma 2^(ea - eb) mod mb) 2^eb: 2^(ea - eb) mod mb by squaring
     (ma, ea), (mb, eb) = _mantissa_exponent(a), _mantissa_exponent(b)
@@ -362,8 +357,10 @@ def _fmod(a: Tensor, b: Tensor) -> Tensor:
         p = _mulmod(p, p, mb, mbits > 24) << ((d >> bit) & 1)
         p = (p >= mb).where(p - mb, p)
     r = _mulmod(ma.mod_trunc(mb), p, mb, mbits > 24).cast(a.dtype)
-    # r 2^eb in two exact products: r 2^-mbits and 2^(eb + mbits) are normal floats, and r 2^eb is representable
-    r = r * 2.0 ** -mbits * _pow2(eb + mbits, a.dtype)
+    # r 2^eb in two exact products: r 2^-mbits and 2^(eb + mbits) are normal floats, and r 2^eb is representable;
+    # 2^(eb + mbits) exactly, made from its bits (the biased exponent shifted into place)
+    scale = ((eb + mbits + (1 << ebits - 1) - 1) << mbits).cast(_SIGNED_OF_SIZE[a.dtype.itemsize]).bitcast(a.dtype)
+    r = r * 2.0 ** -mbits * scale
     return (a.abs() < b.abs()).where(a, (a.isfinite() & b.isfinite() & (b != 0)).where((a < 0).where(-r, r), math.nan))
 
 
@@ -382,7 +379,7 @@ def _expm1(x: Tensor) -> Tensor:
     return (u == 1).where(x, (x < -1).where(u - 1, (u - 1) * x / u.log()))
 
 
-@in_float32                      # (16-bit floats overflow inside: asinh's x * x past 256)
+@in_float32                      # (16-bit floats overflow inside, or lose digits: asinh's x * x past 256)
 def _smooth(x: Tensor, rule: str, value, **args) -> Tensor:
     return composite(rule, x._float(), value=value, **args)
 

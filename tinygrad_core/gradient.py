@@ -140,10 +140,8 @@ class Composite(Function):
     beside the output, as (output, {name: tensor}), when the rule needs them."""
     def forward(self, *xs, rule: str, value, **args):
         out = value(*xs)
-        if isinstance(out, tuple):
-            out, saved = out
-            args = {**args, **saved}
-        self.rule, self.args, self.xs, self.out = rule, args, [x.uop for x in xs], out.uop
+        out, saved = out if isinstance(out, tuple) else (out, {})
+        self.rule, self.args, self.xs, self.out = rule, {**args, **saved}, [x.uop for x in xs], out.uop
         return out
 
     def backward(self, grad_output):
@@ -228,8 +226,6 @@ def _gelu_pdf(x, approximate: str):
     return (x * x * -0.5).exp() * (c / 2)
 
 
-_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
-
 COMPOSITES = {
     # elementwise: PyTorch's derivatives, written out
     "log": lambda g, out, x: g / x,       # (through log2(x) ln 2, g ln 2 / x (1 / ln 2) didn't cancel; 1 / x overflows)
@@ -254,7 +250,7 @@ COMPOSITES = {
     "hardswish": _chain(lambda x: (x <= -3).where(0, (x < 3).where(x / 3 + 0.5, 1))),
     "softplus": _chain(lambda x, beta, threshold: (x * beta > threshold).where(1.0, (x * beta).sigmoid())),
     "mish": _chain(lambda x: x.softplus().tanh() + x * x.sigmoid() * (1 - x.softplus().tanh().square())),
-    "erf": _chain(lambda x: (-(x * x)).exp() * _TWO_OVER_SQRT_PI),
+    "erf": _chain(lambda x: (-(x * x)).exp() * (2 / math.sqrt(math.pi))),
     "relu": lambda g, out, x: (x <= 0).where(0.0, g),    # (0 at 0, also where an inf arrives; g at NaN)
     "copysign": lambda g, out, a, b: (g * (a == 0).where(0.0, out / a), g.zeros_like()),    # (none for b)
     "fmod": _chain(lambda a, b: (1.0, -(a / b).trunc())),

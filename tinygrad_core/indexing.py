@@ -175,8 +175,7 @@ class IndexingOps:
         """
         flat = self.flatten() != 0
         positions = _compact(flat, type(self).arange(flat.shape[0], device=self.device, dtype=dtypes.int32), size, -1)
-        strides = [prod(self.shape[d + 1:]) for d in range(self.ndim)]
-        coords = [(positions // stride) % n for stride, n in zip(strides, self.shape)]
+        coords = [(positions // prod(self.shape[d + 1:])) % n for d, n in enumerate(self.shape)]
         if not coords:
             return type(self).zeros(positions.shape[0], 0, dtype=dtypes.int32, device=self.device)
         return (positions == -1).unsqueeze(-1).where(fill_value, type(self).stack(*coords, dim=-1))
@@ -253,13 +252,6 @@ def _pick(mask, values, axis, signed_zero: bool = False):
     return (out == 0).where((mask & (values == 0)).where(values, -float("inf")).max(axis), out)
 
 
-def _along_last(x, axis):
-    """x with axis swapped to the end, as (column i, row j) views: (..., n, 1) and (..., 1, n), and axis."""
-    axis = x._axes(axis)[0]
-    x = x.transpose(axis, -1)
-    return x.unsqueeze(-1), x.unsqueeze(-2), axis
-
-
 def _same(a, b):
     return (a == b) | (a.isnan() & b.isnan()) if dtypes.is_float(a.dtype) else a == b
 
@@ -269,7 +261,9 @@ def _sort(x, dim, descending: bool, count: int | None):
     elements go before it (smaller, or equal and earlier), and rank r's value is picked out with a one-hot mask."""
     if x.ndim == 0:
         return x, x.full_like(0, dtype=dtypes.int32)
-    mine, other, dim = _along_last(x, dim)
+    dim = x._axes(dim)[0]
+    moved = x.transpose(dim, -1)
+    mine, other = moved.unsqueeze(-1), moved.unsqueeze(-2)      # (column i, row j) views: (..., n, 1) and (..., 1, n)
     n = mine.shape[-2]
     count = n if count is None else count
     before = other > mine if descending else other < mine
@@ -287,10 +281,9 @@ def _running_extreme(x, axis, largest: bool):
     """cummax / cummin: the extreme of each prefix (a scan), at the last index holding it (torch moves the index on
     ties and on every NaN once one is seen: the running max of the positions that hold their prefix's extreme); the
     value is read from that index, so -0.0 and +0.0 come out as torch's."""
-    x._axis(axis)           # (checked for a 0-d or empty tensor too)
+    axis = x._axis(axis)           # (checked for a 0-d or empty tensor too)
     if x.ndim == 0 or 0 in x.shape:
         return x, x.full_like(0, dtype=dtypes.int32)
-    axis = x._axes(axis)[0]
     moved = (x if largest else x._flip_order()).transpose(axis, -1)
     best = moved._scan(lambda rows, mask: mask.where(rows, dtypes.min(moved.dtype)).max(-1), type(x).maximum)
     positions = type(x).arange(moved.shape[-1], device=x.device, dtype=dtypes.int32)
@@ -307,8 +300,7 @@ def _triangle(x, diagonal: int, upper: bool):
     if x.ndim < 2:
         raise RuntimeError(f"{'triu' if upper else 'tril'} needs at least 2 dimensions, got shape {x.shape}")
     rows, cols = x.shape[-2:]
-    offset = type(x).arange(cols, device=x.device).reshape(1, cols) - \
-        type(x).arange(rows, device=x.device).reshape(rows, 1)
+    offset = type(x).arange(cols, device=x.device) - type(x).arange(rows, device=x.device).reshape(rows, 1)
     keep = offset >= diagonal if upper else offset <= diagonal
     return keep.where(x, False if x.dtype == dtypes.bool else 0)
 
@@ -418,10 +410,9 @@ def _basic(t, indices):
     dim, bounds, flips, steps, view_shape, tensors = 0, [], [], [], [], []
     for i in indices:
         if i is None:
-            view_shape.append(1)
+            view_shape.append(None)
             continue
-        size = t.shape[dim]
-        step, flip = 1, False
+        size, step = t.shape[dim], 1
         if is_symbolic(i) or (isinstance(i, slice) and (is_symbolic(i.start) or is_symbolic(i.stop))):
             # a position made of Variables (a KV cache's current length): counted from the start, step 1
             if isinstance(i, slice) and i.step not in (None, 1):
@@ -436,14 +427,13 @@ def _basic(t, indices):
             start, stop, step = i.indices(size)
             lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)    # a negative step reads [lo, hi) backwards
             bounds.append((lo, max(lo, hi)))
-            flip, step = step < 0, abs(step)
         else:
             bounds.append((0, size))
             tensors.append((len(view_shape), _index_tensor(t, i, dim)))
-        flips.append(flip)
-        steps.append(step)
+        flips.append(step < 0)
+        steps.append(abs(step))
         if not (isinstance(i, int) or is_symbolic(i)):
-            view_shape.append(None)     # a dim that stays: its size is known once the movement ops are applied
+            view_shape.append(dim)      # a dim that stays: its size is known once the movement ops are applied
         dim += 1
     flipped = [d for d, f in enumerate(flips) if f]
     x = t.shrink(tuple(bounds))
@@ -455,8 +445,6 @@ def _basic(t, indices):
         x = x.shrink(tuple(b for n, s in zip(x.shape[::2], steps) for b in ((0, n), (0, 1))))
         x = x.reshape(x.shape[::2])
     strided = x.shape
-    sizes = iter(s for s, i in zip(strided, [i for i in indices if i is not None])
-                 if not (isinstance(i, int) or is_symbolic(i)))
 
     def undo(v):
         v = v.reshape(strided)
@@ -466,11 +454,12 @@ def _basic(t, indices):
             v = v.reshape(tuple(n * s for n, s in zip(strided, steps))).shrink(tuple((0, b - a) for a, b in bounds))
         v = v.flip(*flipped) if flipped else v
         return v.pad(tuple((lo, size - hi) for (lo, hi), size in zip(bounds, t.shape)))
-    return x.reshape(tuple(next(sizes) if s is None else s for s in view_shape)), tensors, undo
+    return x.reshape(tuple(1 if d is None else strided[d] for d in view_shape)), tensors, undo
 
 
 def _index_mask(x, tensors):
-    """hits[*index_shape, *indexed sizes]: True where the (broadcast) index tensors point; and index_shape."""
+    """hits[*index_shape, *indexed sizes]: True where the (broadcast) index tensors point; index_shape; the indexed axes
+    and the other axes of x."""
     try:
         index_shape = broadcast_shape(*[i.shape for _, i in tensors])
     except ValueError as e:
@@ -481,7 +470,8 @@ def _index_mask(x, tensors):
         positions = type(x).arange(n, device=x.device).reshape((1,) * k + (n,) + (1,) * (len(tensors) - k - 1))
         hit = index._broadcast_to(index_shape).reshape(index_shape + (1,) * len(tensors)) == positions
         hits = hit if hits is None else hits & hit
-    return hits, index_shape
+    axes = [axis for axis, _ in tensors]
+    return hits, index_shape, axes, [d for d in range(x.ndim) if d not in axes]
 
 
 def _layout(tensors, block: int, ndim: int) -> list[int]:
@@ -501,8 +491,7 @@ def getitem(t, indices):
         axis, index = tensors[0]
         return composite("gather", x, index.contiguous(), value=lambda x, index: type(x)(
             UOp(Ops.GATHER, x.dtype, (x.uop, index.uop), axis)), axis=axis)
-    hits, index_shape = _index_mask(x, tensors)
-    axes, others = [a for a, _ in tensors], [d for d in range(x.ndim) if d not in (a for a, _ in tensors)]
+    hits, index_shape, axes, others = _index_mask(x, tensors)
     other_shape, indexed = tuple(x.shape[d] for d in others), prod(x.shape[a] for a in axes)
     # as (selections, rest, indexed) with one reduce axis: the CPU opts tile a 2-D output well, while one shaped
     # (128, 1, 28, 28) (MNIST rows) got no tile; and leading index dims are merged before they move, as a reshape of
@@ -523,10 +512,9 @@ def setitem(t, indices, value):
     if value.uop is x.uop:       # t[i] += v: the view t[i] was written in place already
         return
     _refuse_other_uses(t, value, x)
-    axes, others = [a for a, _ in tensors], [d for d in range(x.ndim) if d not in (a for a, _ in tensors)]
     selection = x.shape
     if tensors:
-        hits, index_shape = _index_mask(x, tensors)
+        hits, index_shape, axes, others = _index_mask(x, tensors)
         order = _layout(tensors, len(index_shape), len(index_shape) + len(others))
         selection = tuple((index_shape + tuple(x.shape[d] for d in others))[d] for d in order)
     while value.ndim > len(selection) and value.shape[0] == 1:    # leading 1s broadcast away, as in numpy

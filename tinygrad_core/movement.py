@@ -113,8 +113,7 @@ class MovementOps:
             if len(group) > 1 and (len(unknown) > 1 or size % max(known, 1)):
                 raise ValueError(f"rearrange: group {group} of size {size} needs the sizes of all its names but one")
             split += [sizes.get(n, size // max(known, 1)) for n in group]
-        x = self.reshape(split)
-        x = x.permute([names.index(n) for g in right for n in g])
+        x = self.reshape(split).permute([names.index(n) for g in right for n in g])
         size_of = dict(zip([n for g in right for n in g], x.shape))
         return x.reshape([prod(size_of[n] for n in g) for g in right])
 
@@ -142,9 +141,7 @@ class MovementOps:
         dim0, dim1 = self._axis(dim0), self._axis(dim1)
         if not self.ndim:           # (a 0-d tensor's axes 0 and -1 are the same one)
             return self
-        order = list(range(self.ndim))
-        order[dim0], order[dim1] = order[dim1], order[dim0]
-        return self.permute(order)
+        return self.permute([dim1 if d == dim0 else dim0 if d == dim1 else d for d in range(self.ndim)])
 
     @property
     def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))     # noqa: E704
@@ -183,23 +180,20 @@ class MovementOps:
             if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
                 raise RuntimeError(f"cat along dim {dim}: shapes {self.shape} and {t.shape} differ in another dim")
         dtype = least_upper_dtype(*(t.dtype for t in tensors))
-        total, start, out = sum(t.shape[dim] for t in tensors), 0, None
-        for t in tensors:
-            padding = [(0, 0)] * self.ndim
-            padding[dim] = (start, total - start - t.shape[dim])
-            # floats pad with -0.0, which adds exactly (-0.0 + x is x, -0.0 included; +0.0 would turn -0.0 to +0.0)
-            piece = t.cast(dtype).pad(tuple(padding), -0.0 if dtypes.is_float(dtype) and len(tensors) > 1 else 0.0)
-            out = piece if out is None else out + piece
-            start += t.shape[dim]
-        return out
+        starts = list(itertools.accumulate((t.shape[dim] for t in tensors), initial=0))     # (and the total, last)
+        # each tensor padded out to the whole along dim, the pieces summed: floats pad with -0.0, which adds exactly
+        # (-0.0 + x is x, -0.0 included; +0.0 would turn -0.0 to +0.0)
+        fill = -0.0 if dtypes.is_float(dtype) and len(tensors) > 1 else 0.0
+        pieces = [t.cast(dtype).pad(tuple((start, starts[-1] - start - t.shape[dim]) if d == dim else None
+                                          for d in range(self.ndim)), fill) for t, start in zip(tensors, starts)]
+        return sum(pieces[1:], pieces[0])
 
     def repeat(self, repeats, *args) -> Tensor:
         repeats = _checked_shape(argfix(repeats, *args), "repeats", negative_ok=True)
         if len(repeats) < self.ndim or any(r < 0 for r in repeats):     # (expand would read -1 as "keep")
             raise RuntimeError(f"repeat needs a count >= 0 for each of the {self.ndim} dims of {self.shape}: {repeats}")
-        base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
-        shape = base.shape
-        expanded = base.reshape(tuple(x for s in shape for x in (1, s))).expand(
+        shape = (1,) * (len(repeats) - self.ndim) + self.shape
+        expanded = self.reshape(tuple(x for s in shape for x in (1, s))).expand(
             tuple(x for r, s in zip(repeats, shape) for x in (r, s)))
         return expanded.reshape(tuple(r * s for r, s in zip(repeats, shape)))
 
@@ -218,9 +212,8 @@ class MovementOps:
             sizes = [min(sizes, self.shape[dim] - i) for i in range(0, max(1, self.shape[dim]), max(1, sizes))]
         if sum(sizes) != self.shape[dim]:
             raise ValueError(f"split sizes {list(sizes)} don't add up to {self.shape[dim]} (dim {dim} of {self.shape})")
-        starts = itertools.accumulate(sizes, initial=0)
         return [self.shrink(tuple((start, start + size) if d == dim else None for d in range(self.ndim)))
-                for start, size in zip(starts, sizes)]
+                for start, size in zip(itertools.accumulate(sizes, initial=0), sizes)]
 
     def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
         dim = self._axis(dim)
@@ -231,22 +224,20 @@ class MovementOps:
 
 def _axis_groups(side: str, formula: str) -> list[list[str]]:
     """One einops side as groups of names: "b (h w) 1" -> [["b"], ["h", "w"], []]."""
-    groups, current = [], None
+    groups, in_group = [], False
     for token in re.findall(r"\.\.\.|\(|\)|\w+|\S", side):
-        if token == "(" and current is None:
-            current = []
-        elif token == ")" and current is not None:
-            groups.append(current)
-            current = None
+        if token == "(" and not in_group:
+            groups.append([])
+            in_group = True
+        elif token == ")" and in_group:
+            in_group = False
         elif token == "..." or token.isidentifier() or token == "1":
-            item = [] if token == "1" else [token]
-            if current is None:
-                groups.append(item)
-            else:
-                current.extend(item)
+            if not in_group:        # (a name outside parentheses is a group of its own)
+                groups.append([])
+            groups[-1] += [] if token == "1" else [token]
         else:
             raise ValueError(f"rearrange: can't read {token!r} in {formula!r}")
-    if current is not None:
+    if in_group:
         raise ValueError(f"rearrange: unclosed '(' in {formula!r}")
     return groups
 
@@ -255,8 +246,6 @@ def _expand_ellipsis(groups: list[list[str]], covered: int) -> list[list[str]]:
     named = [f"...{i}" for i in range(max(covered, 0))]
     out = []
     for g in groups:
-        if g == ["..."]:
-            out += [[n] for n in named]
-        else:
-            out.append([m for n in g for m in (named if n == "..." else [n])])
+        spliced = [m for n in g for m in (named if n == "..." else [n])]
+        out += [[n] for n in spliced] if g == ["..."] else [spliced]     # (a lone "..." is a group per axis)
     return out

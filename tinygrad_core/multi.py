@@ -21,13 +21,12 @@ from tinygrad_core.buffers import buffer_of, realized
 _active = False
 
 
-def multi(parts: list[UOp], shape: tuple, devices: tuple | None = None) -> UOp:
+def multi(parts: list[UOp], shape: tuple, devices: tuple) -> UOp:
     """The value whose part on each device is parts[i] (one per device, all of one shape), of the whole shape."""
     global _active
     _active = True
     m = UOp(Ops.MULTI, parts[0].dtype, tuple(parts), tuple(shape))
-    if devices is not None:
-        _devices[m] = tuple(devices)
+    _devices[m] = tuple(devices)
     return m
 
 
@@ -99,17 +98,6 @@ def _reduce(u: UOp, srcs: tuple) -> UOp:
     return multi(combined, u.shape, devices)
 
 
-def _reshaped_axis(old: tuple, new: tuple, axis: int, count: int) -> int:
-    """Where a reshape takes the shard axis: to an axis with the same elements before it and a size that splits evenly,
-    so that each device's part stays one block (else the reshape would move elements between devices)."""
-    before = prod(old[:axis])
-    for b, size in enumerate(new):
-        if prod(new[:b]) == before and size % count == 0 and size:
-            return b
-    raise RuntimeError(f"reshape {old} -> {new} would move elements between devices (the tensor is sharded on axis "
-                       f"{axis} over {count}); gather it first (.to(device)) or shard on another axis")
-
-
 def _movement(u: UOp, srcs: tuple) -> UOp:
     (m,), axis, count = srcs, axis_of(srcs[0]), len(srcs[0].src)
     if axis is None:
@@ -118,10 +106,14 @@ def _movement(u: UOp, srcs: tuple) -> UOp:
         raise NotImplementedError(f"{u.op.name} with symbolic sizes on a sharded tensor isn't supported")
     part_size = m.src[0].shape[axis]
     if u.op is Ops.RESHAPE:
-        new_axis = _reshaped_axis(m.arg, u.arg, axis, count)
+        # the shard axis goes to an axis with the same elements before it and a size that splits evenly, so that each
+        # device's part stays one block (else the reshape would move elements between devices)
+        new_axis = next((b for b, size in enumerate(u.arg)
+                         if prod(u.arg[:b]) == prod(m.arg[:axis]) and size % count == 0 and size), None)
+        if new_axis is None:
+            raise RuntimeError(f"reshape {m.arg} -> {u.arg} would move elements between devices (the tensor is sharded "
+                               f"on axis {axis} over {count}); gather it first (.to(device)) or shard on another axis")
         arg = tuple(s // count if d == new_axis else s for d, s in enumerate(u.arg))
-    elif u.op is Ops.PERMUTE:
-        arg = u.arg
     elif u.op is Ops.EXPAND:
         arg = tuple(part_size if d == axis else s for d, s in enumerate(u.arg))
     elif u.op in (Ops.PAD, Ops.SHRINK) and u.arg[axis] != ((0, 0) if u.op is Ops.PAD else (0, m.arg[axis])):
@@ -178,8 +170,6 @@ def _rewrite(u: UOp, srcs: tuple) -> UOp:
         return u if srcs == u.src else u.replace(src=srcs)
     if not all(map(_is_multi, srcs)):
         raise RuntimeError(f"{u.op.name} mixes one-device and multi-device values; move them to one set of devices")
-    if u.op is Ops.CUSTOM:            # a custom op's value is its forward graph (its backward is already built)
-        return srcs[0]
     rule = RULES.get(u.op) or (_elementwise if u.op in GroupOp.ELEMENTWISE else _movement if u.op in GroupOp.MOVEMENT
                                else None)
     if rule is None:
@@ -187,8 +177,9 @@ def _rewrite(u: UOp, srcs: tuple) -> UOp:
     return rule(u, srcs)
 
 
+# (a custom op's value is its forward graph: its backward is already built)
 RULES = {Ops.REDUCE_AXIS: _reduce, Ops.GATHER: _gather, Ops.CONTIGUOUS: _elementwise,
-         Ops.DETACH: _elementwise, Ops.ASSIGN: _elementwise}
+         Ops.DETACH: _elementwise, Ops.ASSIGN: _elementwise, Ops.CUSTOM: lambda u, srcs: srcs[0]}
 
 # each node's rewrite, kept while the node lives (nodes the rewrite leaves as they are: in _unchanged, which holds no
 # reference to them), so that a graph is rewritten once however often it is realized and built on
@@ -227,9 +218,7 @@ def lowered(outs: list[UOp]) -> list[UOp]:
 def realized_view(u: UOp) -> UOp | None:
     """The buffer view(s) holding u's value once it has been computed (a MULTI of one per device), else None. A node
     that was rewritten is noted in buffers.realized too (a tensor keeping its graph finds its value there)."""
-    if not _active:
-        return realized.get(u)
-    if (m := lower(u)) is u and u.op is not Ops.MULTI:
+    if not _active or ((m := lower(u)) is u and u.op is not Ops.MULTI):
         return realized.get(u)
     views = [realized.get(p, p) for p in parts_of(m)]
     if any(buffer_of(v) is None for v in views):
@@ -260,41 +249,6 @@ def parts_like(t, make):
 def parts_of(u: UOp) -> tuple:
     """The per-device parts of a MULTI node, (u,) for anything else."""
     return u.src if u.op is Ops.MULTI else (u,)
-
-
-def part_tensors(t) -> list:
-    """A sharded tensor's parts as one-device tensors (TinyJit takes each as an input of its own), else [t]."""
-    return [type(t)(p) for p in t.uop.src] if t.uop.op is Ops.MULTI else [t]
-
-
-class _Parts:
-    """The parts of a sharded tensor's view, which TinyJit renews one buffer view at a time."""
-    def __init__(self, tensor, view: UOp):
-        self.tensor, self.view, self.parts = tensor, view, list(view.src)
-
-
-class _Part:
-    def __init__(self, parts: _Parts, i: int):
-        self.parts, self.i = parts, i
-
-    @property
-    def uop(self) -> UOp:
-        return self.parts.parts[self.i]
-
-    @uop.setter
-    def uop(self, new: UOp):
-        self.parts.parts[self.i] = new
-        self.parts.tensor.uop = self.parts.view.replace(src=tuple(self.parts.parts))
-
-
-def part_views(views: list) -> list:
-    """(tensor, view) pairs with each sharded view split into (part, its view) pairs: setting a part's uop sets the
-    tensor's."""
-    out = []
-    for t, view in views:
-        parts = _Parts(t, view) if view.op is Ops.MULTI else None
-        out += [(_Part(parts, i), p) for i, p in enumerate(view.src)] if parts else [(t, view)]
-    return out
 
 
 # ---- what Tensor.assign does for a multi-device target ----
@@ -346,7 +300,7 @@ class MultiOps:
         if isinstance(self.device, tuple):
             raise RuntimeError(f"can't shard a tensor that is already on several devices ({self.device}); shard a "
                                f"one-device tensor (.to(device) gathers one)")
-        if isinstance(devices, str) or not isinstance(devices, (tuple, list)) or not devices:
+        if not isinstance(devices, (tuple, list)) or not devices:
             raise TypeError(f"shard needs a tuple of device names, got {devices!r}")
         devices = tuple(Device.canonicalize(d) for d in devices)
         if len(devices) == 1:

@@ -228,12 +228,11 @@ class NNOps:
 
         >>> Tensor([[[[1, 5, 2], [7, 3, 4]]]]).max_pool2d(2, stride=1, return_indices=True)[1].tolist()
         [[[[3, 1]]]]"""
-        kernel, strides, dilations, pads = self._pool_args(kernel_size, stride, dilation, padding, ceil_mode)
+        kernel, strides, dilations, pads = pooling = self._pool_args(kernel_size, stride, dilation, padding, ceil_mode)
         spatial, axes = self.shape[-len(kernel):], tuple(range(-len(kernel), 0))
         n = prod(spatial)
-        positions = self.arange(n, device=self.device).reshape(spatial)._padded_windows(kernel, strides, dilations,
-                                                                                         pads, -1)
-        windows = self._padded_windows(kernel, strides, dilations, pads, dtypes.min(self.dtype))
+        positions = self.arange(n, device=self.device).reshape(spatial)._padded_windows(*pooling, -1)
+        windows = self._padded_windows(*pooling, dtypes.min(self.dtype))
         pooled = composite("max_pool", windows, value=lambda w: w.max(axes), positions=positions, axes=axes, n=n)
         if not return_indices:
             return pooled
@@ -430,8 +429,7 @@ class NNOps:
         if key.shape[-1] != self.shape[-1]:     # (the matmul would name the key transposed)
             raise RuntimeError(f"attention query {self.shape} and key {key.shape} need the same last (embedding) size")
         if enable_gqa:      # key/value heads shared by groups of query heads
-            key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
-            value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
+            key, value = (t.repeat_interleave(self.shape[-3] // t.shape[-3], dim=-3) for t in (key, value))
         if is_causal:
             if attn_mask is not None:
                 raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both")

@@ -10,7 +10,7 @@ import math
 import weakref
 import numpy as np
 from tinygrad_core.device import Buffer, Device
-from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype  # noqa: F401
+from tinygrad_core.dtype import DType, dtypes, least_upper_dtype, to_dtype, f32_to_bf16, bf16_to_f32, _to_np_dtype
 from tinygrad_core.gradient import compute_gradient, composite, Function
 from tinygrad_core.helpers import all_int, argfix, broadcast_shape, prod
 from tinygrad_core.ops import GroupOp, Ops, UOp, Unique, is_symbolic
@@ -30,6 +30,11 @@ from tinygrad_core.multi import MultiOps, assign_multi, lowered, replicated
 
 _serials = itertools.count()      # tensors in creation order (Tensor._live)
 SCAN_BLOCK = 16                   # a scan's blocks: each is scanned with an n^2 mask
+
+
+def _in_place(method):
+    """The in-place operator of a method: a += b assigns a + b, into a's memory (every view of it reads the sum)."""
+    return lambda self, x: self.assign(method(self, x))
 
 
 class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, MultiOps):
@@ -60,26 +65,14 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
             uop = data.uop if dtype is None else data.uop.cast(dtype)
         elif data is None or isinstance(data, (bool, int, float)):      # (None is a 0.0, as tinygrad's)
             uop = UOp.const(dtype or dtypes.from_py(data), 0.0 if data is None else data, device)
-        else:
-            if isinstance(data, (list, tuple)):
-                # numpy's own reading first: to it a None is an object (as a float it would be NaN), and so is an int
-                # past 64 bits; ints past int32 make int64, as in PyTorch (and as arange's)
-                raw = _array_of_list(data)
-                if raw.dtype.kind not in "biuf" or raw.dtype == np.uint64 and dtype is None:
-                    v = next(v for v in raw.ravel().tolist() if not isinstance(v, (int, float)) or abs(v) >= 2**63)
-                    raise (ValueError if isinstance(v, (str, int)) else RuntimeError)(    # (PyTorch's classes)
-                        f"can't make a Tensor of {type(v).__name__} {v!r}: numbers only, ints in int64")
-                wide = raw.dtype.kind == "i" and raw.size and not -2**31 <= raw.min() <= raw.max() < 2**31
-                inferred = dtype or (dtypes.int64 if wide else dtypes.from_py(data))
-                array = np.array(data, dtype=np.float32 if inferred == dtypes.bfloat16 else inferred.np)
-            elif isinstance(data, (np.ndarray, np.generic)):     # numpy arrays and numpy scalars (np.float32(1))
-                array = np.asarray(data)
-            else:
-                raise TypeError(f"can't make a Tensor from {type(data).__name__}; pass a list, a numpy array, a "
-                                f"number or a Tensor")
+        elif isinstance(data, (list, tuple, np.ndarray, np.generic)):    # (numpy scalars too: np.float32(1))
+            array = _array_of_list(data, dtype) if isinstance(data, (list, tuple)) else np.asarray(data)
             if array.dtype == np.float64 and dtype is None and not isinstance(data, np.ndarray):
                 array = array.astype(np.float32)
             uop = _buffer_from_numpy(array, dtype or dtypes.from_np(array.dtype), device)
+        else:
+            raise TypeError(f"can't make a Tensor from {type(data).__name__}; pass a list, a numpy array, a "
+                            f"number or a Tensor")
         self.uop: UOp = uop
         Tensor._live[next(_serials)] = self
         self.grad: Tensor | None = None
@@ -243,8 +236,7 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
             self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), Unique())
             view = settled(self.realize().uop)
         if (target := storage(view)).op is not Ops.BUFFER:    # (nothing to hold: an empty tensor)
-            self.uop = x.uop
-            return self
+            return self.replace(x)
         if any(u.op is Ops.EXPAND for u in view.toposort() if u.op in GroupOp.VIEW):
             raise RuntimeError(f"can't write into an expanded view (shape {self.shape}): several of its elements are "
                                f"one element in memory; clone() it first")
@@ -253,9 +245,8 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
                  (other := settled(t.uop)).op in GroupOp.VIEW | {Ops.BUFFER} and storage(other) is target]
         # a graph that was computed into this buffer no longer has its value there: built again later, it must be
         # computed again, not read from the buffer written here
-        for node, held in list(realized.items()):
-            if node.op is not Ops.ASSIGN and storage(held) is target:
-                del realized[node]
+        for node in [node for node, held in realized.items() if node.op is not Ops.ASSIGN and storage(held) is target]:
+            del realized[node]
         whole = buffer_of(view) is not None
         written = UOp(Ops.ASSIGN, self.dtype, (view, x.uop) if whole else (target, x.uop, view))
         for t, other in views:
@@ -309,18 +300,17 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
 
     def _to_operand(self, x, reverse: bool = False) -> tuple[Tensor, Tensor]:
         """Make (self, x) the same dtype and shape, numpy style; Python numbers adapt to the tensor's dtype."""
+        if not isinstance(x, (Tensor, int, float, bool)):
+            if x is None or isinstance(x, list):    # (as PyTorch and tinygrad: a list is no operand; make a Tensor)
+                raise TypeError(f"unsupported operand: Tensor and {type(x).__name__}; pass a number or a Tensor")
+            x = Tensor(x, device=self.device, dtype=self.dtype if is_symbolic(x) and dtypes.is_float(self.dtype)
+                       else None)
         if isinstance(x, Tensor):
             dtype = least_upper_dtype(self.dtype, x.dtype)
             if x.device != self.device:
                 raise ValueError(f"tensors are on different devices ({self.device} and {x.device}); "
                                  "move one with .to()")
         else:
-            if not isinstance(x, (int, float, bool)):
-                if x is None or isinstance(x, list):    # (as PyTorch and tinygrad: a list is no operand; make a Tensor)
-                    raise TypeError(f"unsupported operand: Tensor and {type(x).__name__}; pass a number or a Tensor")
-                x = Tensor(x, device=self.device, dtype=self.dtype if is_symbolic(x) and dtypes.is_float(self.dtype)
-                           else None)
-                return self._to_operand(x, reverse)
             dtype = self.dtype
             if isinstance(x, float) and not dtypes.is_float(dtype):
                 dtype = dtypes.default_float
@@ -430,10 +420,9 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
     def maximum(self, x) -> Tensor: return self._binary(Ops.MAX, x)     # noqa: E704
 
     def minimum(self, x) -> Tensor:
+        value = lambda a, b: a._flip_order().maximum(b._flip_order())._flip_order()     # noqa: E731
         a, b = self._to_operand(x)
-        if dtypes.is_float(a.dtype):
-            return composite("minimum", a, b, value=lambda a, b: -((-a).maximum(-b)))
-        return a._flip_order().maximum(b._flip_order())._flip_order()
+        return composite("minimum", a, b, value=value) if dtypes.is_float(a.dtype) else value(a, b)
 
     def _flip_order(self) -> Tensor:
         """An order-reversing map that is its own inverse: min(x) = flip(max(flip(x))). -x for floats; ~x for
@@ -539,22 +528,13 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
             out = x + 0.0
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
-    def _accumulated(self, dtype) -> Tensor:
-        """self in the dtype a sum or a product runs in: the one asked for, else bools and ints under 32 bits widened
-        to 32 (as tinygrad's sum; PyTorch takes 64): a product of int8s wraps no sooner than a sum of them."""
-        if dtype is not None:
-            return self.cast(dtype)
-        if self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype.itemsize < 4):
-            return self.cast(dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.default_int)
-        return self
-
     def sum(self, axis=None, keepdim=False, dtype=None) -> Tensor:
         if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):    # 16-bit floats add up in float32
             return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)     # (as PyTorch)
-        return self._accumulated(dtype)._reduce(Ops.ADD, axis, keepdim)
+        return self.cast(dtype if dtype is not None else _accumulator(self.dtype))._reduce(Ops.ADD, axis, keepdim)
 
     def prod(self, axis=None, keepdim=False, dtype=None) -> Tensor:
-        return self._accumulated(dtype)._reduce(Ops.MUL, axis, keepdim)
+        return self.cast(dtype if dtype is not None else _accumulator(self.dtype))._reduce(Ops.MUL, axis, keepdim)
 
     def max(self, axis=None, keepdim=False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)  # noqa: E704
 
@@ -676,11 +656,11 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
         0]) ends in -0.0 there, not in inf * 0 = NaN)."""
         axis = self._axis(axis)
         if self.ndim == 0:      # (in the dtype its sums run in, as a longer axis: int8's int32)
-            return self.cast(self._accumulated(None).dtype)
+            return self.cast(_accumulator(self.dtype))
         wide = dtypes.float64 if self.dtype.itemsize >= 4 and has_float64(self.device) else dtypes.float32
         x = (self.cast(wide) if dtypes.is_float(self.dtype) else self).transpose(axis, -1)
         # (back in the dtype self's sums run in: self's for floats)
-        return x._scan(total, combine).transpose(axis, -1).cast(self._accumulated(None).dtype)
+        return x._scan(total, combine).transpose(axis, -1).cast(_accumulator(self.dtype))
 
     def _scan(self, total, combine) -> Tensor:
         """The running totals along the last axis: total(rows, mask) reduces the last axis of rows (..., 1, n) where
@@ -755,10 +735,9 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
             raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({what} differ)")
         dtype = least_upper_dtype(self.dtype, w.dtype)
         # small ints (and bools) multiply and add in (u)int32, then wrap once to their own dtype, as tinygrad and PyTorch
-        # give it: wrapping is modular, so the result is the one int8 arithmetic throughout would have
-        acc = least_upper_dtype(dtype, dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int)
-        # and 16-bit floats in float32, rounded once at the end, as PyTorch (60000 * 2 - 60000 * 2 is 0, not inf - inf)
-        acc = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else acc
+        # give it: wrapping is modular, so the result is the one int8 arithmetic throughout would have; and 16-bit
+        # floats in float32, rounded once at the end, as PyTorch (60000 * 2 - 60000 * 2 is 0, not inf - inf)
+        acc = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else _accumulator(dtype)
         x = self.cast(acc).reshape(self.shape[:-1] + (1,) * min(w.ndim - 1, 1) + (k_self,))
         w = w.cast(acc).reshape(w.shape[:-2] + (1,) * min(self.ndim - 1, 1) + w.shape[-2:]) \
             .transpose(-1, -min(w.ndim, 2)) if w.ndim > 1 else w.cast(acc)
@@ -786,37 +765,23 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
                 raise TypeError(f"{op}(): {where} must be a Tensor, not {type(x).__name__}")
         return items
 
-    # ---- Python operators: a + b calls a.add(b), the reflected 2 + a calls a.add(2, True), a += b assigns a + b ----
-    def __add__(self, x): return self.add(x)                # noqa: E704
-    def __radd__(self, x): return self.add(x, True)         # noqa: E704
-    def __sub__(self, x): return self.sub(x)                # noqa: E704
-    def __rsub__(self, x): return self.sub(x, True)         # noqa: E704
-    def __mul__(self, x): return self.mul(x)                # noqa: E704
-    def __rmul__(self, x): return self.mul(x, True)         # noqa: E704
-    def __truediv__(self, x): return self.div(x)            # noqa: E704
-    def __rtruediv__(self, x): return self.div(x, True)     # noqa: E704
-    def __floordiv__(self, x): return self.floordiv(x)      # noqa: E704
-    def __rfloordiv__(self, x): return self.floordiv(x, True)# noqa: E704
-    def __mod__(self, x): return self.mod(x)                # noqa: E704
-    def __rmod__(self, x): return self.mod(x, True)         # noqa: E704
+    # ---- Python operators: a + b is a.add(b), the reflected 2 + a is a.add(2, reverse=True), a += b assigns a + b ----
+    __add__, __radd__ = add, functools.partialmethod(add, reverse=True)
+    __sub__, __rsub__ = sub, functools.partialmethod(sub, reverse=True)
+    __mul__, __rmul__ = mul, functools.partialmethod(mul, reverse=True)
+    __truediv__, __rtruediv__ = div, functools.partialmethod(div, reverse=True)
+    __floordiv__, __rfloordiv__ = floordiv, functools.partialmethod(floordiv, reverse=True)
+    __mod__, __rmod__ = mod, functools.partialmethod(mod, reverse=True)
+    __matmul__, __rmatmul__ = matmul, functools.partialmethod(matmul, reverse=True)
+    __rpow__ = functools.partialmethod(pow, reverse=True)
+    # (a def: pow(t, 2, 5) passes a modulus, a TypeError here, where an alias would read it as reverse=5)
     def __pow__(self, x): return self.pow(x)                # noqa: E704
-    def __rpow__(self, x): return self.pow(x, True)         # noqa: E704
-    def __matmul__(self, x): return self.matmul(x)          # noqa: E704
-    def __rmatmul__(self, x): return self.matmul(x, True)   # noqa: E704
-    def __and__(self, x): return self.bitwise_and(x)        # noqa: E704
-    def __rand__(self, x): return self.bitwise_and(x)       # noqa: E704
-    def __or__(self, x): return self.bitwise_or(x)          # noqa: E704
-    def __ror__(self, x): return self.bitwise_or(x)         # noqa: E704
-    def __xor__(self, x): return self.bitwise_xor(x)        # noqa: E704
-    def __rxor__(self, x): return self.bitwise_xor(x)       # noqa: E704
-    def __iadd__(self, x): return self.assign(self.add(x))  # noqa: E704
-    def __isub__(self, x): return self.assign(self.sub(x))  # noqa: E704
-    def __imul__(self, x): return self.assign(self.mul(x))  # noqa: E704
-    def __itruediv__(self, x): return self.assign(self.div(x))# noqa: E704
+    __and__ = __rand__ = bitwise_and            # (the reflected & | ^ are the same: they commute)
+    __or__ = __ror__ = bitwise_or
+    __xor__ = __rxor__ = bitwise_xor
+    __invert__, __lshift__, __rshift__ = bitwise_not, lshift, rshift
+    __iadd__, __isub__, __imul__, __itruediv__ = _in_place(add), _in_place(sub), _in_place(mul), _in_place(div)
     def __neg__(self): return self.neg()                            # noqa: E704
-    def __invert__(self): return self.bitwise_not()                 # noqa: E704
-    def __lshift__(self, x): return self.lshift(x)                  # noqa: E704
-    def __rshift__(self, x): return self.rshift(x)                  # noqa: E704
 
     def __bool__(self):
         if self.numel() != 1:
@@ -837,10 +802,13 @@ class Tensor(CreationOps, MovementOps, ElementwiseOps, NNOps, IndexingOps, Multi
         return graph_dot(self.uop)
 
 
-def _array_of_list(data) -> np.ndarray:
-    """numpy's reading of a nested list; a ragged one raises PyTorch's ValueError, naming the element that differs."""
+def _array_of_list(data, dtype: DType | None) -> np.ndarray:
+    """A nested list as a numpy array of dtype, else of the type inferred as PyTorch does (ints past int32 make int64,
+    as arange's). A ragged list raises PyTorch's ValueError, naming the element that differs."""
     try:
-        return np.array(data)
+        # numpy's own reading first: to it a None is an object (as a float it would be NaN), and so is an int past
+        # 64 bits
+        raw = np.array(data)
     except ValueError:
         def mismatch(items, at: tuple, dim: int):
             lengths = [len(x) if isinstance(x, (list, tuple)) else None for x in items]
@@ -852,6 +820,19 @@ def _array_of_list(data) -> np.ndarray:
             return next((found for i, x in enumerate(items) if lengths[0] and (found := mismatch(x, at + (i,), dim + 1))),
                         None)
         raise ValueError(f"can't make a Tensor of a ragged list: {mismatch(data, (), 1) or 'mixed nesting'}") from None
+    if raw.dtype.kind not in "biuf" or raw.dtype == np.uint64 and dtype is None:
+        v = next(v for v in raw.ravel().tolist() if not isinstance(v, (int, float)) or abs(v) >= 2**63)
+        raise (ValueError if isinstance(v, (str, int)) else RuntimeError)(    # (PyTorch's classes)
+            f"can't make a Tensor of {type(v).__name__} {v!r}: numbers only, ints in int64")
+    wide = raw.dtype.kind == "i" and raw.size and not -2**31 <= raw.min() <= raw.max() < 2**31
+    return np.array(data, dtype=_to_np_dtype(dtype or (dtypes.int64 if wide else dtypes.from_py(data))))
+
+
+def _accumulator(dtype: DType) -> DType:
+    """The dtype a sum or a product of dtype runs in: bools and ints under 32 bits widened to 32 (as tinygrad's sum;
+    PyTorch takes 64), a product of int8s wrapping no sooner than a sum of them; other dtypes their own."""
+    widened = dtype == dtypes.bool or (dtypes.is_int(dtype) and dtype.itemsize < 4)
+    return (dtypes.uint32 if dtypes.is_unsigned(dtype) else dtypes.default_int) if widened else dtype
 
 
 def _past_float16(t: Tensor, x) -> bool:

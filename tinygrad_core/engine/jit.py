@@ -11,8 +11,8 @@ from tinygrad_core.buffers import buffer_leaf, buffer_of, buffer_uop, realized
 from tinygrad_core.creation import random_offset_buffers
 from tinygrad_core.engine import realize
 from tinygrad_core.helpers import DEBUG, JIT, GlobalCounters
-from tinygrad_core.multi import part_tensors, part_views, parts_of, realized_view
-from tinygrad_core.ops import Ops, is_symbolic
+from tinygrad_core.multi import parts_of, realized_view
+from tinygrad_core.ops import Ops, UOp, is_symbolic
 from tinygrad_core.sizes import rebind, unbind
 from tinygrad_core.tensor import Tensor
 
@@ -58,19 +58,24 @@ def _tensors_out(ret) -> list:
     return found
 
 
-def _renew(views: list, written: set, values: dict, moved: dict = {}):
-    """Point each (tensor, the plain view holding its value) that views a buffer in written at a new version of it,
-    as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by buffers.realized with a value
-    from before the write. A buffer in moved is replaced by the leaf given there."""
+def _renew(views: list, written: set | None, values: dict, moved: dict = {}):
+    """Point each (tensor, the plain view holding its value) that views a buffer in written (None: any buffer) at a
+    new version of it, as an ASSIGN does: graphs built on it afterwards are new nodes, never answered by
+    buffers.realized with a value from before the write. A buffer in moved is replaced by the leaf given there."""
     # (a sharded tensor's view: one per part, each on a buffer)
-    leaves = [(t, view, leaf) for t, view in part_views(views) if (leaf := buffer_leaf(view)) is not None]
+    leaves = [leaf for _, view in views for part in parts_of(view) if (leaf := buffer_leaf(part)) is not None]
     # one past the newest version any of them holds (in version order, so the newest is written last)
-    latest = {leaf.arg[0]: leaf.arg[1] + 1 for *_, leaf in sorted(leaves, key=lambda v: v[2].arg[1])
-              if leaf.arg[0] in written}
+    latest = {leaf.arg[0]: leaf.arg[1] + 1 for leaf in sorted(leaves, key=lambda leaf: leaf.arg[1])
+              if written is None or leaf.arg[0] in written}
     new = moved | {buf: buffer_uop(buf, version) for buf, version in latest.items()}     # (one node per buffer)
-    for t, view, leaf in leaves:
-        if (renewed := new.get(leaf.arg[0])) is not None:
-            t.uop = renewed if view is leaf else renewed.reshape(rebind(view.arg, values) if values else view.arg)
+
+    def renewed(view: UOp) -> UOp:
+        if (leaf := buffer_leaf(view)) is None or (fresh := new.get(leaf.arg[0])) is None:
+            return view
+        return fresh if view is leaf else fresh.reshape(rebind(view.arg, values) if values else view.arg)
+    for t, view in views:
+        if (parts := tuple(map(renewed, parts_of(view)))) != parts_of(view):
+            t.uop = view.replace(src=parts) if view.op is Ops.MULTI else parts[0]
 
 
 def _views(tensors) -> list:
@@ -184,7 +189,8 @@ class TinyJit:
         inputs, values = [], {}         # values: of the Variables in the inputs' shapes, or passed bound
         structure = (_key(args, inputs, values), _key(kwargs, inputs, values))
         Tensor.realize_all(*[t.replace(t.contiguous()) for t in inputs if buffer_of(t.uop) is None])
-        inputs = [part for t in inputs for part in part_tensors(t)]     # (a sharded input: each part is one)
+        # (a sharded input: each part is one, as a one-device tensor)
+        inputs = [t if part is t.uop else type(t)(part) for t in inputs for part in parts_of(t.uop)]
         buffers = [buffer_of(t.uop) for t in inputs]
         # an input passed twice is one kernel argument in the recording: a call with two distinct ones captures anew
         signature = structure + tuple((unbind(t.shape, values), t.dtype, t.device, buffers.index(b))
@@ -206,9 +212,8 @@ class TinyJit:
         # new versions of every buffer a tensor holds (inputs, weights): what an earlier call computed from them must
         # be computed, and so recorded, again, not found in buffers.realized (a replay after the weights change would
         # read it). Tensors keeping a graph for backward() keep it
-        plain = [(t, t.uop) for t in list(Tensor._live.values()) if any(map(buffer_leaf, parts_of(t.uop)))]
-        _renew(plain, {buffer_leaf(p).arg[0] for _, view in plain for p in parts_of(view) if buffer_leaf(p)}, {})
         existing = list(Tensor._live.values())
+        _renew([(t, t.uop) for t in existing], None, {})
         with realize.recorder as recording:
             ret = self.fn(*args, **kwargs)
             # a tensor the call changed and left lazy (w.assign(...) not realized) is changed by every replay too

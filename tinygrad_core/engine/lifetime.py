@@ -15,8 +15,10 @@ def realize_tensors(tensors: list, live, grad_leaves: set):
     if all(t.uop not in realized and buffer_of(t.uop) is not None for t in tensors):
         return          # (plain buffers already, as a jitted step's loss for .item(): nothing to run or drop)
     tensors = list(tensors) + readers_of_overwritten(tensors, live())
-    needs_graph = graph_keeper(grad_leaves)
-    dropping = {id(t) for t in tensors if not needs_graph(t)}
+    # backward() still needs the graph of a tensor that reaches one requiring a gradient (other than through a DETACH)
+    # and isn't itself such a leaf (its buffer is found through `realized` then)
+    needs_graph = reaches(grad_leaves, stop={Ops.DETACH, Ops.ASSIGN}, floats_only=True)    # (no gradient flows there)
+    dropping = {id(t) for t in tensors if not (grad_leaves and not t.requires_grad and needs_graph(t.uop))}
     # a view of a buffer (or of a write into one) stays a view: what is computed is the write, if any
     views = {id(t) for t in tensors if t.uop.op in GroupOp.VIEW and storage(t.uop).op in (Ops.BUFFER, Ops.ASSIGN)}
     # (a multi-device tensor is scheduled as its parts, one graph per device: multi.py)
@@ -27,13 +29,6 @@ def realize_tensors(tensors: list, live, grad_leaves: set):
     for t in tensors:       # (realized_view notes a multi-device value's parts in realized: kept graphs find it)
         if (view := settled(t.uop) if id(t) in views else realized_view(t.uop)) is not None and id(t) in dropping:
             t.uop = view
-
-
-def graph_keeper(grad_leaves: set):
-    """A test for "does backward() still need this tensor's graph": it reaches a tensor that requires a gradient
-    (other than through a DETACH), and isn't itself such a leaf. (Its buffer is found through `realized` then.)"""
-    needs = reaches(grad_leaves, stop={Ops.DETACH, Ops.ASSIGN}, floats_only=True)    # (no gradient flows there)
-    return lambda t: bool(grad_leaves) and not t.requires_grad and needs(t.uop)
 
 
 def readers_of_overwritten(tensors: list, live: list) -> list:

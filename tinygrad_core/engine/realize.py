@@ -57,8 +57,7 @@ class CompiledRunner:
     disk too (a fresh process then skips lowering, most of a warm first step's time)."""
 
     def __init__(self, device: str, ast: UOp, opts=None, compile_now: bool = True):
-        compiled = Device[device]
-        renderer = compiled.renderer
+        renderer = Device[device].renderer
         renderer.check_dtypes(ast.toposort())      # before anything is built or read from the disk
         self.device, self.ast = device, ast
         remembered = opts is None and renderer.cache_programs and not NOOPT and not has_variables(ast)
@@ -78,7 +77,7 @@ class CompiledRunner:
         if DEBUG >= 4:
             print(self.src)
         if compile_now:     # else the caller sets lib (compile_new_kernels compiles many kernels at once)
-            self.lib = compiled.compiler.compile_cached(self.src)
+            self.lib = Device[device].compiler.compile_cached(self.src)
 
     @functools.cached_property
     def uops(self) -> list[UOp]:
@@ -202,8 +201,7 @@ def run_schedule(schedule: list[ScheduleItem], keep: set[UOp] | None = None):
         if DEBUG >= 2:
             GlobalCounters.time_sum_s += seconds or 0
             shape = "x".join(map(repr, item.node.shape)) or "scalar"
-            compiled = isinstance(runner, CompiledRunner)
-            gflops = f"{runner.flops / seconds / 1e9:8.2f} GFLOP/s" if seconds and compiled else ""
+            gflops = f"{runner.flops / seconds / 1e9:8.2f} GFLOP/s" if seconds and hasattr(runner, "flops") else ""
             print(f"  {colored(f'{runner.name:32s}', 'cyan')} {item.bufs[0].device:6s} {shape:>18s} "
                   f"{(seconds or 0) * 1e3:9.3f} ms {gflops}")
     if DEBUG >= 1 and schedule:

@@ -29,19 +29,16 @@ def candidates(ast: UOp, renderer) -> list[KernelOpts]:
         base = choose_opts(ast, renderer, shared=False)
         out.append(base)
     tiles = dict(base.upcast)
-
-    def tiled(changes: dict) -> None:
-        new = {**tiles, **changes}
+    # each tile a size up and down, then each pair of tiles in another aspect ratio (the same tile area)
+    changes = [change for axis, amount in base.upcast for change in ({axis: amount // 2}, {axis: amount * 2})]
+    changes += [change for (a, x), (b, y) in zip(base.upcast, base.upcast[1:])
+                for change in ({a: x * 2, b: y // 2}, {a: x // 2, b: y * 2})]
+    for change in changes:
+        new = {**tiles, **change}
         fits = all(a >= 1 and shape[axis] % a == 0 for axis, a in new.items())
         if fits and prod(new.values()) <= renderer.max_upcast:
             out.append(KernelOpts(tuple(sorted((axis, a) for axis, a in new.items() if a > 1)), base.local_size,
                                   base.unroll))
-    for axis, amount in base.upcast:              # each tile a size up and down
-        tiled({axis: amount // 2})
-        tiled({axis: amount * 2})
-    for (a, x), (b, y) in zip(base.upcast, base.upcast[1:]):    # the same tile area in another aspect ratio
-        tiled({a: x * 2, b: y // 2})
-        tiled({a: x // 2, b: y * 2})
     inner = max((i for i, s in enumerate(shape) if s > 1), default=None)
     if not base.upcast and inner is not None:    # nothing tiled: try lanes on the innermost axis that has a size
         out += [KernelOpts(((inner, a),), base.local_size, base.unroll)

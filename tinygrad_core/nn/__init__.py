@@ -28,11 +28,18 @@ def _affine_parameters(shape, affine: bool) -> tuple[Tensor | None, Tensor | Non
     return (_filled(shape, 1.0), _filled(shape, 0.0)) if affine else (None, None)
 
 
-def _check_groups(cin: int, cout: int, groups: int):
+def _conv_parameters(layer, cin: int, cout: int, kernel_size, groups: int, bias: bool, transposed: bool = False):
+    """A convolution's kernel_size, weight and bias, as PyTorch makes them: the weight (cout, cin // groups,
+    *kernel_size), transposed (cin, cout // groups, *kernel_size), and fan_in from weight.shape[1:]."""
     if not groups > 0:
         raise ValueError(f"groups must be a positive integer, got {groups}")
     if cin % groups or cout % groups:
         raise ValueError(f"in_channels ({cin}) and out_channels ({cout}) must both be divisible by groups ({groups})")
+    layer.kernel_size = make_tuple(kernel_size, layer.dims)
+    rows = (cin, cout // groups) if transposed else (cout, cin // groups)
+    # kaiming_uniform with a=sqrt(5) gives PyTorch's U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    layer.weight = Tensor.kaiming_uniform(*rows, *layer.kernel_size, a=math.sqrt(5))
+    layer.bias = _uniform_bias(cout, rows[1] * prod(layer.kernel_size)) if bias else None
 
 
 def _uniform_bias(size: int, fan_in: int) -> Tensor:
@@ -58,12 +65,8 @@ class Conv2d(Layer):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
                  groups: int = 1, bias: bool = True):
-        _check_groups(in_channels, out_channels, groups)
-        self.kernel_size = make_tuple(kernel_size, self.dims)
         self.stride, self.dilation, self.groups, self.padding = stride, dilation, groups, padding
-        self.weight = Tensor.kaiming_uniform(out_channels, in_channels // groups, *self.kernel_size, a=math.sqrt(5))
-        fan_in = in_channels // groups * prod(self.kernel_size)
-        self.bias = _uniform_bias(out_channels, fan_in) if bias else None
+        _conv_parameters(self, in_channels, out_channels, kernel_size, groups, bias)
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
@@ -81,13 +84,9 @@ class ConvTranspose2d(Layer):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                  dilation=1, groups: int = 1, bias: bool = True):
-        _check_groups(in_channels, out_channels, groups)
-        self.kernel_size = make_tuple(kernel_size, self.dims)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.dilation, self.groups = dilation, groups
-        # PyTorch computes fan_in from weight.shape[1:], i.e. out_channels // groups * kernel area
-        self.weight = Tensor.kaiming_uniform(in_channels, out_channels // groups, *self.kernel_size, a=math.sqrt(5))
-        self.bias = _uniform_bias(out_channels, out_channels // groups * prod(self.kernel_size)) if bias else None
+        _conv_parameters(self, in_channels, out_channels, kernel_size, groups, bias, transposed=True)
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
@@ -129,12 +128,11 @@ class BatchNorm2d(Layer):
         return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
 
     def _update_running_stats(self, mean: Tensor, var: Tensor, count: int):
-        m = self.momentum
         if mean.shape != self.running_mean.shape:     # (as batchnorm says it in eval mode)
             raise RuntimeError(f"running_mean should contain {mean.numel()} elements not {self.running_mean.numel()}")
         unbiased = var.detach() * (count / max(count - 1, 1))
-        self.running_mean.assign(self.running_mean * (1 - m) + mean.detach() * m)
-        self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
+        self.running_mean.assign(self.running_mean * (1 - self.momentum) + mean.detach() * self.momentum)
+        self.running_var.assign(self.running_var * (1 - self.momentum) + unbiased * self.momentum)
         self.num_batches_tracked.assign(self.num_batches_tracked + 1)
 
 

@@ -138,11 +138,10 @@ def _newton_schulz(g: Tensor, steps: int, coefficients: tuple[float, ...], eps: 
         return _newton_schulz(g.T, steps, coefficients, eps).T
     g = g / (g.square().sum().sqrt() + eps)
     for _ in range(steps):
-        gram, term, total = g @ g.T, g, coefficients[0] * g
+        gram, term, g = g @ g.T, g, coefficients[0] * g
         for c in coefficients[1:]:
             term = gram @ term
-            total = total + c * term
-        g = total
+            g = g + c * term
     return g
 
 
@@ -190,8 +189,7 @@ class LAMB(Optimizer):
                 update = update + self.weight_decay * p
             if not self.adam:
                 weight_norm, update_norm = p.square().sum().sqrt(), update.square().sum().sqrt()
-                trust = ((weight_norm > 0) & (update_norm > 0)).where(weight_norm / update_norm, 1.0)
-                update = update * trust
+                update = update * ((weight_norm > 0) & (update_norm > 0)).where(weight_norm / update_norm, 1.0)
             p.assign(p - self.lr * update)
 
 
