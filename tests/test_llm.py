@@ -242,3 +242,19 @@ def test_the_real_model_generates_on_opencl_as_on_the_cpu():
     finally:
         Device.DEFAULT = before
     assert answers[0] == answers[1]
+
+
+@needs_model
+def test_the_speed_benchmark_runs_and_reports_what_it_measured(tmp_path):
+    # bench/llm.py in its smallest form (one engine, one short case): it measures in processes of its own and writes
+    # the table it prints (the comparison with llama.cpp and PyTorch needs them installed: bench/README.md)
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).parent.parent
+    out = tmp_path / "llm.md"
+    done = subprocess.run([sys.executable, "bench/llm.py", "--engines", "tinygrad_core", "--runs", "1", "--cases",
+                           "decode 16", "--out", str(out)], cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = out.read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| decode context 16 (tokens/s) |"))
+    assert float(row.split("|")[2]) > 0 and "of the copy bandwidth" in table and "Peak RSS" in table
