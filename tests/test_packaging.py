@@ -71,6 +71,21 @@ def test_wheel_ships_license_typed_marker_and_entry_point(wheels, folder):
         assert not any("/tests/" in n or n.startswith("tests/") for n in names), "tests don't belong in a wheel"
 
 
+@pytest.mark.parametrize("folder", DISTRIBUTIONS)
+def test_every_distribution_has_the_one_version_in_VERSION(wheels, folder):
+    # one number for all of them, read from one file: each folder's VERSION is a link to the repository's
+    version = (ROOT / "VERSION").read_text().strip()
+    assert (ROOT / folder / "VERSION").resolve() == (ROOT / "VERSION").resolve()
+    project = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    with zipfile.ZipFile(wheels[folder]) as wheel:
+        metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith("METADATA"))).decode()
+    assert f"\nVersion: {version}\n" in metadata and wheels[folder].name.split("-")[1] == version
+    if folder == ".":
+        import tinygrad_core
+        assert tinygrad_core.__version__ == version
+
+
 def test_core_wheel_holds_every_package_and_the_examples(wheels):
     """The root pyproject lists its packages by hand (to map examples/ in): one forgotten would be missing from the
     wheel, so every folder of tinygrad_core/ holding Python must be in it, and every example."""
