@@ -7,6 +7,8 @@ import pytest
 from plugin_dists import conformance
 from tinygrad_core.plugins import registry
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 
 def usable(name: str) -> bool:
     backend = registry.backends.get(name)

@@ -14,6 +14,8 @@ from plugin_dists import conformance, make_distribution, run_python
 from tinygrad_core.conformance import runner
 from tinygrad_core.plugins import registry
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 MUTANTS = '''
 """Backends that are the reference backend with two ops swapped in the renderer, for floats only (so the index
 arithmetic, which is int32, stays right and the kernels still address memory correctly)."""

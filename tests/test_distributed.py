@@ -15,8 +15,8 @@ from tinygrad_core.nn import Linear
 from tinygrad_core.nn.datasets import Batches
 from tinygrad_core.nn.optim import Adam
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None,
-                                reason="mpi4py is not installed (pip install -e '.[mpi]')")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None,
+                                reason="mpi4py is not installed (pip install -e '.[mpi]')")]
 STEPS, BATCH, SEED = 5, 128, 3
 DTYPES = [dtypes.bool, dtypes.uint8, dtypes.int8, dtypes.uint16, dtypes.int16, dtypes.uint32, dtypes.int32,
           dtypes.uint64, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]

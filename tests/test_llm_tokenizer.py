@@ -12,6 +12,8 @@ from test_llm import SMOLLM2, needs_model  # noqa: E402
 from tinygrad_core.llm.gguf import gguf_load  # noqa: E402
 from tinygrad_core.llm.tokenizer import SimpleTokenizer  # noqa: E402
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 PIECES = ["Hello", " world", "  ", "\n", "\n\n", "\t", " \t ", "\r\n", "12345", "3.14159", "x=1234567;", "don't",
           "they'll", "I'M", "WE'VE", "é", "naïve", "Ünïcödé", "Привет, мир", "Γειά σου", "中文字符", "日本語のテキスト",
           "한국어 문장", "العربية", "עברית", "हिन्दी", "ไทย", "😀", "👨‍👩‍👧", "🇫🇷", "e\u0301", "\u00a0", "\u3000",

@@ -10,6 +10,8 @@ import torch
 from tinygrad_core import Tensor
 from tests.helpers import DEVICES, usable
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 REDUCTIONS = {
     "sum": (lambda t, axis: t.sum(axis), lambda t, axis: t.sum() if axis is None else t.sum(axis)),
     "mean": (lambda t, axis: t.mean(axis), lambda t, axis: t.mean() if axis is None else t.mean(axis)),

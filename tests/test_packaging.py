@@ -15,6 +15,8 @@ import zipfile
 import pytest
 from plugin_dists import ROOT
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 # distribution folder -> (package, entry point group, entry name) it must declare
 DISTRIBUTIONS = {
     ".": ("tinygrad_core", "console_scripts", "tinygrad-core"),

@@ -13,6 +13,8 @@ from plugin_dists import ROOT, conformance, make_distribution, run_python
 
 from tinygrad_core.conformance import scaffold
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 GUIDE = ROOT / "docs" / "PLUGINS.md"
 BLOCK = re.compile(r"^```\w+ file=(\S+)\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 

@@ -13,6 +13,8 @@ from tinygrad_cuda.compile_check import render_for_cuda
 from tinygrad_cuda.compiler import CUDACompiler, DEFAULT_ARCH, NvccNotFound, compile_many, find_nvcc
 from tinygrad_cuda.renderer import CUDARenderer
 
+pytestmark = pytest.mark.slow      # (a quick run deselects it: -m 'not slow')
+
 try:
     find_nvcc()
 except NvccNotFound as e:
