@@ -122,6 +122,22 @@ def test_other_dtypes_and_several_inputs_and_outputs(tmp_path):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"output {k}")
 
 
+def test_causal_attention_builds_with_werror_and_gives_the_frameworks_outputs(tmp_path):
+    # the JIT's memory plan gives one buffer to a float kernel and, later, to a double one (a softmax's long sum): in
+    # C a union of both, not a float array passed as a double pointer (-Werror: incompatible-pointer-types)
+    wq = Tensor(np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32))
+
+    def fn(x: Tensor) -> Tensor:
+        q = (x @ wq).reshape(1, 2, 4, 8)
+        return q.scaled_dot_product_attention(q, q, is_causal=True).reshape(4, 16)
+    xs = np.random.default_rng(2).standard_normal((5, 4, 16)).astype(np.float32)
+    files = export_c(fn, Tensor(xs[0]), path=tmp_path)
+    assert "static union {" in files["model.c"]
+    (got,) = run(build(tmp_path), [xs], [((4, 16), np.float32)])
+    want = np.stack([fn(Tensor(x)).numpy() for x in xs])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_weights_keep_their_exact_values(tmp_path):
     rng = np.random.default_rng(3)
     values = [np.float32(1e-45), np.float32(-0.0), np.float32(3.4028235e38), np.float32(0.1)]

@@ -7,6 +7,7 @@ import argparse
 import sys
 import pathlib
 import numpy as np
+from tinygrad_core.codegen.lower import program_signature
 from tinygrad_core.codegen.pipeline import program_for
 from tinygrad_core.device import Buffer
 from tinygrad_core.dtype import ALL, DType, dtypes
@@ -148,16 +149,29 @@ def export_c(fn, *example_inputs: Tensor, path: str | pathlib.Path | None = None
     renderer = CRenderer()
     functions: dict[UOp, str] = {}       # kernel AST -> its C function's name (a kernel run twice is written once)
     sources, calls = [], []
-    for runner, bufs, _ in kernels:
+    # the C type each kernel takes each buffer as: the JIT's memory plan may give one intermediate buffer to kernels of
+    # several dtypes (a float, later a double), which C holds as the members of a union (one array passed as another
+    # type's pointer would be undefined behaviour, and fails -Werror)
+    signatures = [program_signature(runner.ast.toposort())[0] for runner, _, _ in kernels]
+    types: dict[Buffer, dict[str, int]] = {}          # buffer -> {C type: its item size}
+    for (_, bufs, _), params in zip(kernels, signatures):
+        for b, param in zip(bufs, params):
+            types.setdefault(b, {})[renderer.storage_type(param.dtype)] = param.dtype.itemsize
+    unions = {b for b, taken in types.items() if len(taken) > 1 and roles[b].startswith("buf")}
+    member = lambda c_type: "as_" + c_type.replace(" ", "_")     # noqa: E731
+    for (runner, bufs, _), params in zip(kernels, signatures):
         if runner.ast not in functions:
             renderer.check_dtypes(runner.ast.toposort())
             functions[runner.ast] = f"{runner.name}_{len(functions)}"
             sources.append(renderer.render(functions[runner.ast], program_for(runner.ast, renderer)[0]))
-        calls.append(f"  {functions[runner.ast]}({', '.join(roles[b] for b in bufs)});")
+        arguments = [f"{roles[b]}.{member(renderer.storage_type(param.dtype))}" if b in unions else roles[b]
+                     for b, param in zip(bufs, params)]
+        calls.append(f"  {functions[runner.ast]}({', '.join(arguments)});")
     storage = {b: renderer.storage_type(b.dtype) for b in roles}
     arrays = [f"static const {storage[b]} {role}[{b.size}] = {{ /* {b.dtype.name} */\n{_c_values(renderer, b)}\n}};"
-              if role.startswith("weight") else f"static {storage[b]} {role}[{b.size}];"
-              for b, role in roles.items() if role.startswith(("weight", "buf"))]
+              if role.startswith("weight") else f"static {storage[b]} {role}[{b.size}];" if b not in unions else
+              f"static union {{ {' '.join(f'{t} {member(t)}[{b.nbytes // size}];' for t, size in types[b].items())} }}"
+              f" {role};" for b, role in roles.items() if role.startswith(("weight", "buf"))]
     params = ", ".join([f"const {storage[b]} *input{k}" for k, b in enumerate(input_buffers)] +
                        [f"{storage[b]} *output{k}" for k, b in enumerate(output_buffers)])
     signature = f"int {name}_run({params})"
