@@ -34,7 +34,8 @@ def images() -> np.ndarray:
 def build(directory: pathlib.Path) -> pathlib.Path:
     """Compiles the exported program (and nothing else: it must need no header or library past libc and libm)."""
     source = (directory / "model.c").read_text()
-    assert set(re.findall(r"#include (.*)", source)) == {"<math.h>", '"model.h"'}
+    loads = (directory / "model.bin").exists()     # (weights read from a file need stdio)
+    assert set(re.findall(r"#include (.*)", source)) == {"<math.h>", '"model.h"'} | ({"<stdio.h>"} if loads else set())
     built = subprocess.run([CC, *WARNINGS, "model.c", "main.c", "-o", "model", "-lm"], cwd=directory,
                            capture_output=True, text=True, check=False)
     assert built.returncode == 0, built.stderr[-3000:]
@@ -136,6 +137,25 @@ def test_causal_attention_builds_with_werror_and_gives_the_frameworks_outputs(tm
     (got,) = run(build(tmp_path), [xs], [((4, 16), np.float32)])
     want = np.stack([fn(Tensor(x)).numpy() for x in xs])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_weights_in_a_file_keep_the_source_small_and_give_the_same_outputs(images, tmp_path):
+    # the CNN's weights as raw bytes in model.bin, read by model_load at start, instead of decimal text in model.c
+    model = example("mnist_cnn")["MnistCNN"]()
+    files = export_c(inference(model), Tensor.zeros(25, 1, 28, 28).contiguous(), path=tmp_path / "file",
+                     weights="file")
+    inline = export_c(inference(model), Tensor.zeros(25, 1, 28, 28).contiguous(), weights="inline")
+    weight_bytes = sum(t.nbytes() for t in get_state_dict(model).values())
+    # (the state dict also holds what inference doesn't read: BatchNorm's step count)
+    assert len(files["model.bin"]) > 0.99 * weight_bytes and len(files["model.c"]) < len(inline["model.c"]) // 4
+    (got,) = run(build(tmp_path / "file"), [images[:100].reshape(-1, 25, 1, 28, 28)], [((25, 10), np.float32)])
+    want = inference(model)(Tensor(images[:100])).numpy()
+    np.testing.assert_allclose(got.reshape(-1, 10), want, rtol=1e-5, atol=1e-5)
+    gone = subprocess.run([tmp_path / "file" / "model", "inputs.bin", "out.bin", "missing.bin"], cwd=tmp_path / "file",
+                          capture_output=True, text=True, check=False)
+    assert gone.returncode == 1 and "the weights" in gone.stderr
+    with pytest.raises(ValueError, match="'inline'"):
+        export_c(inference(model), Tensor.zeros(1, 1, 28, 28).contiguous(), weights="blob")
 
 
 def test_weights_keep_their_exact_values(tmp_path):

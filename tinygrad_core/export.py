@@ -133,10 +133,15 @@ def _c_values(renderer: CRenderer, buf: Buffer) -> str:
     return ",\n".join(", ".join(texts[i:i + 8]) for i in range(0, len(texts), 8))
 
 
-def export_c(fn, *example_inputs: Tensor, path: str | pathlib.Path | None = None, name: str = "model") -> dict:
+def export_c(fn, *example_inputs: Tensor, path: str | pathlib.Path | None = None, name: str = "model",
+             weights: str = "inline") -> dict:
     """fn (a TinyJit, or a function to wrap in one) on example_inputs -> {file name: text} of `{name}.c` (the kernels,
     the weights and `int {name}_run(const float *input0, ..., float *output0, ...)`), `{name}.h` and a `main.c` that
     runs it on records read from a file. With path, the files are written into that directory too.
+
+    weights="inline" writes the weights into `{name}.c` as initializers; weights="file" writes them, raw, to
+    `{name}.bin` (bytes, in the file dict), which `int {name}_load(const char *path)` reads at start (main.c: its
+    third argument, else `{name}.bin`): the source stays small and compiles fast, whatever the model's size.
 
     The weights are the values fn's tensors hold now; inputs and outputs have the shapes and dtypes of this call."""
     jit = fn if isinstance(fn, TinyJit) else TinyJit(fn)
@@ -168,48 +173,68 @@ def export_c(fn, *example_inputs: Tensor, path: str | pathlib.Path | None = None
                      for b, param in zip(bufs, params)]
         calls.append(f"  {functions[runner.ast]}({', '.join(arguments)});")
     storage = {b: renderer.storage_type(b.dtype) for b in roles}
-    arrays = [f"static const {storage[b]} {role}[{b.size}] = {{ /* {b.dtype.name} */\n{_c_values(renderer, b)}\n}};"
+    if weights not in ("inline", "file"):
+        raise ValueError(f"weights={weights!r}: 'inline' (in {name}.c) or 'file' ({name}.bin, read at start)")
+    loaded = [b for b, role in roles.items() if role.startswith("weight")] if weights == "file" else []
+    arrays = [f"static {storage[b]} {roles[b]}[{b.size}];  /* {b.dtype.name}, from {name}.bin */" for b in loaded]
+    arrays += [f"static const {storage[b]} {role}[{b.size}] = {{ /* {b.dtype.name} */\n{_c_values(renderer, b)}\n}};"
               if role.startswith("weight") else f"static {storage[b]} {role}[{b.size}];" if b not in unions else
               f"static union {{ {' '.join(f'{t} {member(t)}[{b.nbytes // size}];' for t, size in types[b].items())} }}"
-              f" {role};" for b, role in roles.items() if role.startswith(("weight", "buf"))]
+              f" {role};" for b, role in roles.items() if role.startswith(("weight", "buf")) and b not in loaded]
     params = ", ".join([f"const {storage[b]} *input{k}" for k, b in enumerate(input_buffers)] +
                        [f"{storage[b]} *output{k}" for k, b in enumerate(output_buffers)])
     signature = f"int {name}_run({params})"
     upper = name.upper()
     sizes = [f"#define {upper}_{roles[b].upper()}_SIZE {b.size}  /* {t.dtype.name}, shape {tuple(t.shape)} */"
              for b, t in zip(input_buffers + output_buffers, inputs + out_tensors)]
+    load = [f"int {name}_load(const char *path)"] if loaded else []
     header = "\n".join([f"#ifndef {upper}_H", f"#define {upper}_H", *sizes,
-                        "/* runs the model once; returns 0 */", f"{signature};", "#endif", ""])
-    source = "\n".join([f"/* {name}: {len(kernels)} kernels written by tinygrad_core.export; needs only libm */",
-                        "#include <math.h>", f'#include "{name}.h"', "", *sources, *arrays, "",
-                        f"{signature} {{", *calls, "  return 0;", "}", ""])
-    files = {f"{name}.c": source, f"{name}.h": header, "main.c": _main_source(name, storage, roles, input_buffers,
-                                                                              output_buffers)}
+                        *[f"/* reads the weights from {name}.bin's path; returns 0, or 1 if it can't */{load[0]};"
+                          for _ in load], "/* runs the model once; returns 0 */", f"{signature};", "#endif", ""])
+    reads = " && ".join(f"fread({roles[b]}, sizeof {roles[b]}, 1, f) == 1" for b in loaded)
+    loader = [f"{load[0]} {{", '  FILE *f = fopen(path, "rb");', "  int ok = f != NULL && " + reads + ";",
+              "  if (f != NULL)", "    ok = fclose(f) == 0 && ok;", "  return !ok;", "}", ""] if loaded else []
+    source = "\n".join([f"/* {name}: {len(kernels)} kernels written by tinygrad_core.export; needs libm (and stdio) */",
+                        "#include <math.h>", *["#include <stdio.h>" for _ in load], f'#include "{name}.h"', "",
+                        *sources, *arrays, "", *loader, f"{signature} {{", *calls, "  return 0;", "}", ""])
+    files: dict = {f"{name}.c": source, f"{name}.h": header,
+                   "main.c": _main_source(name, storage, roles, input_buffers, output_buffers, bool(loaded))}
+    if loaded:
+        files[f"{name}.bin"] = b"".join(b.numpy().tobytes() for b in loaded)
     if path is not None:
         pathlib.Path(path).mkdir(parents=True, exist_ok=True)
-        for file, text in files.items():
-            (pathlib.Path(path) / file).write_text(text)
+        for file, content in files.items():
+            target = pathlib.Path(path) / file
+            target.write_bytes(content) if isinstance(content, bytes) else target.write_text(content)
     return files
 
 
-def _main_source(name: str, storage: dict, roles: dict, inputs: list[Buffer], outputs: list[Buffer]) -> str:
+def _main_source(name: str, storage: dict, roles: dict, inputs: list[Buffer], outputs: list[Buffer],
+                 load: bool = False) -> str:
     """A program that reads records (every input's values in order, raw, in the machine's byte order) from one file
-    until it ends, and writes each record's outputs to another."""
+    until it ends, and writes each record's outputs to another (first reading the weights, where they are a file)."""
     upper, both = name.upper(), inputs + outputs
     arrays = "\n".join(f"static {storage[b]} {roles[b]}[{upper}_{roles[b].upper()}_SIZE];" for b in both)
+    usage = f" [WEIGHTS, default {name}.bin]" if load else ""
+    load_weights = f"""
+  if ({name}_load(argc == 4 ? argv[3] : "{name}.bin") != 0) {{
+    perror("main: the weights");
+    return 1;
+  }}""" if load else ""
     reads = " && ".join(f"fread({roles[b]}, sizeof {roles[b]}, 1, in) == 1" for b in inputs)
     writes = " || ".join(f"fwrite({roles[b]}, sizeof {roles[b]}, 1, out) != 1" for b in outputs)
-    return f"""/* usage: main INPUTS OUTPUTS: runs {name}_run on each record of INPUTS, writes its outputs to OUTPUTS */
+    return f"""/* usage: main INPUTS OUTPUTS{usage}: runs {name}_run on each record of INPUTS, writes its outputs to
+   OUTPUTS */
 #include <stdio.h>
 #include "{name}.h"
 
 {arrays}
 
 int main(int argc, char **argv) {{
-  if (argc != 3) {{
-    fprintf(stderr, "usage: %s INPUTS OUTPUTS\\n", argv[0]);
+  if (argc != 3{" && argc != 4" if load else ""}) {{
+    fprintf(stderr, "usage: %s INPUTS OUTPUTS{usage}\\n", argv[0]);
     return 2;
-  }}
+  }}{load_weights}
   FILE *in = fopen(argv[1], "rb"), *out = fopen(argv[2], "wb");
   if (in == NULL || out == NULL) {{
     perror("main");
@@ -236,6 +261,9 @@ def add_arguments(parser: argparse.ArgumentParser, examples: pathlib.Path):
                                         "--save PATH` writes")
     parser.add_argument("--out", help="the directory to write model.c, model.h and main.c to (default: ./MODEL_c)")
     parser.add_argument("--batch-size", type=int, default=1, help="images per model_run call")
+    parser.add_argument("--weights-in", choices=("inline", "file"), default="inline", help="the weights in model.c "
+                        "(inline, the default) or in model.bin, which the program reads at start (file: the source "
+                        "stays small and compiles fast)")
     parser.add_argument("--samples", type=int, default=0, help="also write the first N MNIST test images (normalized "
                         "float32) to inputs.bin and the framework's outputs on them to expected.bin")
     parser.set_defaults(func=lambda args: export_example(args, examples))
@@ -260,8 +288,9 @@ def export_example(args: argparse.Namespace, examples: pathlib.Path) -> int:
         with Tensor.no_grad(), Tensor.train(False):     # BatchNorm with its running statistics
             return model(x)
     out = pathlib.Path(args.out or f"{args.model}_c")
-    export_c(forward, Tensor.zeros(args.batch_size, 1, 28, 28).contiguous(), path=out)
-    print(f"wrote {out}/model.c, model.h and main.c; build with: cc -O2 {out}/model.c {out}/main.c -o {out}/model -lm")
+    export_c(forward, Tensor.zeros(args.batch_size, 1, 28, 28).contiguous(), path=out, weights=args.weights_in)
+    print(f"wrote {out}/model.c, model.h{', model.bin' if args.weights_in == 'file' else ''} and main.c; build with: "
+          f"cc -O2 {out}/model.c {out}/main.c -o {out}/model -lm")
     if args.samples:
         count = args.samples - args.samples % args.batch_size
         images = script["normalize"](load_mnist()[2][:count]).astype(np.float32)
