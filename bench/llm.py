@@ -28,6 +28,7 @@ import json
 import os
 import pathlib
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -244,7 +245,7 @@ def write(args, figures, engines, missing, cases, bandwidth, model):
     lines = [f"# Language model: {pathlib.Path(model).name}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
              "", f"CPU: {cpu_name()}, {args.threads} threads for every engine; tinygrad_core on {args.device}; "
              f"medians of {args.runs} runs, the engines alternating. Copy bandwidth: {bandwidth / 1e9:.1f} GB/s.",
-             f"Command: `python bench/llm.py --runs {args.runs} --device {args.device}`", ""]
+             f"Command: `python bench/llm.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}`", ""]
     if missing:
         lines += [f"Not installed, not measured: {', '.join(missing)}.", ""]
     ref = "llama.cpp" if "llama.cpp" in engines else engines[0]
