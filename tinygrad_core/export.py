@@ -144,6 +144,8 @@ def export_c(fn, *example_inputs: Tensor, path: str | pathlib.Path | None = None
     third argument, else `{name}.bin`): the source stays small and compiles fast, whatever the model's size.
 
     The weights are the values fn's tensors hold now; inputs and outputs have the shapes and dtypes of this call."""
+    if weights not in ("inline", "file"):
+        raise ValueError(f"weights={weights!r}: 'inline' (in {name}.c) or 'file' ({name}.bin, read at start)")
     jit = fn if isinstance(fn, TinyJit) else TinyJit(fn)
     inputs = list(example_inputs)
     capture, input_buffers, ret = _find_capture(jit, inputs)
@@ -173,8 +175,6 @@ def export_c(fn, *example_inputs: Tensor, path: str | pathlib.Path | None = None
                      for b, param in zip(bufs, params)]
         calls.append(f"  {functions[runner.ast]}({', '.join(arguments)});")
     storage = {b: renderer.storage_type(b.dtype) for b in roles}
-    if weights not in ("inline", "file"):
-        raise ValueError(f"weights={weights!r}: 'inline' (in {name}.c) or 'file' ({name}.bin, read at start)")
     loaded = [b for b, role in roles.items() if role.startswith("weight")] if weights == "file" else []
     arrays = [f"static {storage[b]} {roles[b]}[{b.size}];  /* {b.dtype.name}, from {name}.bin */" for b in loaded]
     arrays += [f"static const {storage[b]} {role}[{b.size}] = {{ /* {b.dtype.name} */\n{_c_values(renderer, b)}\n}};"
